@@ -18,7 +18,10 @@ func (b *clientBuilder) build() {
 		b.effective["acks"] = "all"
 		b.effective["enable.idempotence"] = "true"
 	}
-	c.autoOffsetReset, c.isolationLevel = OffsetResetEarliest, ReadUncommitted
+	// mm2go reads committed data unless told otherwise: MM2's
+	// read_uncommitted default copies records of aborted transactions to
+	// the target, where they become visible to every consumer.
+	c.autoOffsetReset, c.isolationLevel = OffsetResetEarliest, ReadCommitted
 	for _, k := range sortedKeys(b.props) {
 		b.apply(k, b.props[k])
 	}

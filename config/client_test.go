@@ -171,10 +171,11 @@ b.admin.retry.backoff.ms = 0
 	admBackoff := adm.OptValue(kgo.RetryBackoffFn).(func(int) time.Duration)
 	require.Equal(t, time.Duration(0), admBackoff(3), "an explicit 0 means no backoff")
 
-	// Consumers of the other side keep MM2's defaults.
+	// Consumers of the other side keep the defaults: MM2's offset reset,
+	// mm2go's read_committed.
 	tc := newKgo(t, f.Client(RoleTargetConsumer))
 	require.Equal(t, kgo.NewOffset().AtStart(), tc.OptValue(kgo.ConsumeResetOffset))
-	require.Equal(t, int8(0), tc.OptValue(kgo.FetchIsolationLevel))
+	require.Equal(t, int8(1), tc.OptValue(kgo.FetchIsolationLevel))
 }
 
 // TestClientKeyWarnings checks that Java-only and misplaced client keys get

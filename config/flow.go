@@ -212,7 +212,8 @@ type Flow struct {
 	// source consumer (default earliest, MM2's choice); "none" is rejected.
 	SourceAutoOffsetReset OffsetReset
 	// SourceIsolationLevel is the effective "isolation.level" of the source
-	// consumer (default read_uncommitted).
+	// consumer. mm2go's default is read_committed (MM2's is
+	// read_uncommitted, which copies aborted transactional records).
 	SourceIsolationLevel IsolationLevel
 
 	clients [6]*Client

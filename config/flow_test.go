@@ -101,7 +101,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, int16(3), f.OffsetStorageReplicationFactor)
 	require.Equal(t, time.Second, f.OffsetFlushInterval, "mm2go's default differs from MM2's 60000 ms")
 	require.Equal(t, OffsetResetEarliest, f.SourceAutoOffsetReset)
-	require.Equal(t, ReadUncommitted, f.SourceIsolationLevel)
+	require.Equal(t, ReadCommitted, f.SourceIsolationLevel, "mm2go's default differs from MM2's read_uncommitted")
 	require.Equal(t, "a->b", f.Name())
 	require.True(t, f.Active())
 	for _, r := range Roles() {
@@ -245,15 +245,15 @@ func TestSourceConsumerEffectiveSettings(t *testing.T) {
 		reset     OffsetReset
 		isolation IsolationLevel
 	}{
-		{"defaults", "", OffsetResetEarliest, ReadUncommitted},
+		{"defaults", "", OffsetResetEarliest, ReadCommitted},
 		{"cluster consumer", "a.consumer.auto.offset.reset = latest\na.consumer.isolation.level = read_committed\n",
 			OffsetResetLatest, ReadCommitted},
 		{"flow consumer", "a->b.consumer.isolation.level = READ_COMMITTED\n", OffsetResetEarliest, ReadCommitted},
 		{"cluster beats flow", "a->b.consumer.isolation.level = read_committed\na.consumer.isolation.level = read_uncommitted\n",
 			OffsetResetEarliest, ReadUncommitted},
 		{"flow source.consumer beats cluster", "a.consumer.auto.offset.reset = earliest\na->b.source.consumer.auto.offset.reset = latest\n",
-			OffsetResetLatest, ReadUncommitted},
-		{"target settings do not count", "b.consumer.auto.offset.reset = latest\n", OffsetResetEarliest, ReadUncommitted},
+			OffsetResetLatest, ReadCommitted},
+		{"target settings do not count", "b.consumer.auto.offset.reset = latest\nb.consumer.isolation.level = read_uncommitted\n", OffsetResetEarliest, ReadCommitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
