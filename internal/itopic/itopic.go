@@ -1,0 +1,194 @@
+// Package itopic creates and reads the compacted internal topics that MM2 and
+// mm2go keep on a cluster: the Connect offsets topic, offset-syncs,
+// checkpoints and heartbeats.
+//
+// It owns two mechanics shared by the replicator, checkpoint and heartbeat
+// workers, which may not import each other: creating such a topic the way
+// MM2 does (tolerating the errors MM2 tolerates), and reading a topic from its
+// start to its current end. It does not know what the records mean; decoding
+// is the caller's business (see package policy).
+package itopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ReaderOpts are the options a client passed to ReadAll needs on top of its
+// connection settings: read_committed, so that records of aborted
+// transactions are skipped, and control records, so that the end is seen.
+func ReaderOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}
+}
+
+// Spec describes an internal topic to create.
+type Spec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	// Configs are extra topic configs; cleanup.policy=compact is always set.
+	Configs map[string]string
+}
+
+// Ensure creates the topic unless it exists and returns its partition count.
+//
+// Like MM2 (MirrorUtils.createCompactedTopic), TopicAlreadyExists is not an
+// error, and neither are TopicAuthorizationFailed, ClusterAuthorizationFailed
+// and UnsupportedVersion when the topic can still be described: an operator
+// may have created it beforehand for a principal without create rights. Any
+// other failure is returned wrapped, with the topic named.
+func Ensure(ctx context.Context, adm *kadm.Client, s Spec) (int32, error) {
+	if n, err := partitions(ctx, adm, s.Name); err == nil {
+		return n, nil
+	}
+	cfg := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	for k, v := range s.Configs {
+		cfg[k] = kadm.StringPtr(v)
+	}
+	resp, err := adm.CreateTopic(ctx, s.Partitions, s.ReplicationFactor, cfg, s.Name)
+	switch {
+	case err == nil && resp.NumPartitions > 0:
+		return resp.NumPartitions, nil
+	case err == nil:
+	case errors.Is(err, kerr.TopicAlreadyExists),
+		errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.UnsupportedVersion):
+	default:
+		return 0, fmt.Errorf("create topic %s: %w", s.Name, err)
+	}
+	// The client caches metadata (kgo.MetadataMinAge, 5s by default), so
+	// the topic may look missing for a few seconds; retry until ctx ends.
+	for {
+		n, err := partitions(ctx, adm, s.Name)
+		if err == nil {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("describe topic %s after create: %w", s.Name, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	md, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	d, ok := md[topic]
+	if !ok {
+		return 0, kerr.UnknownTopicOrPartition
+	}
+	if d.Err != nil {
+		return 0, d.Err
+	}
+	if len(d.Partitions) == 0 {
+		return 0, kerr.UnknownTopicOrPartition
+	}
+	return int32(len(d.Partitions)), nil
+}
+
+// ReadAll reads every partition of topic from its log start to the last
+// stable offset it has when ReadAll starts, calling fn for each record in
+// offset order per partition. Control records are not passed to fn. A missing
+// topic reads as empty.
+//
+// cl must be a client without group options, built with
+// kgo.KeepControlRecords so that a partition ending in a transaction marker
+// is seen to end (see ReaderOpts). ReadAll adds the partitions to cl and
+// removes them before returning, so cl can be reused afterwards.
+func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Record)) error {
+	adm := kadm.NewClient(cl)
+	md, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list topic %s: %w", topic, err)
+	}
+	if _, ok := md[topic]; !ok {
+		return nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	want := make(map[int32]int64) // partition -> end offset still to reach
+	add := make(map[int32]kgo.Offset)
+	var listErr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			listErr = fmt.Errorf("list end offset of %s[%d]: %w", topic, o.Partition, o.Err)
+			return
+		}
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, o.Partition); ok && s.Err == nil {
+			start = s.Offset
+		}
+		if o.Offset > start {
+			want[o.Partition] = o.Offset
+			add[o.Partition] = kgo.NewOffset().At(start)
+		}
+	})
+	if listErr != nil {
+		return listErr
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	remove := make([]int32, 0, len(add))
+	for p := range add {
+		remove = append(remove, p)
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: add})
+	defer cl.RemoveConsumePartitions(map[string][]int32{topic: remove})
+
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var fetchErr error
+		fs.EachError(func(t string, p int32, err error) {
+			if t == topic && fetchErr == nil {
+				fetchErr = fmt.Errorf("read %s[%d]: %w", t, p, err)
+			}
+		})
+		if fetchErr != nil {
+			return fetchErr
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if fp.Topic != topic {
+				return
+			}
+			end, ok := want[fp.Partition]
+			if !ok {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset >= end {
+					break
+				}
+				if !r.Attrs.IsControl() {
+					fn(r)
+				}
+				if r.Offset+1 >= end {
+					delete(want, fp.Partition)
+				}
+			}
+		})
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// refreshLoop rediscovers topics every refresh.topics.interval.seconds.
+func (r *Replicator) refreshLoop(ctx context.Context) error {
+	t := time.NewTicker(r.o.Flow.RefreshTopicsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.o.Flow.AdminTimeout)
+		err := r.refresh(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			r.m.error(r.flow, reasonDiscovery)
+			r.log.Warn("discover topics; retried at the next interval", zap.Error(err))
+		}
+	}
+}
+
+// refresh lists the source topics the flow selects, creates or grows their
+// remote topics, and starts copying partitions not copied yet. Failures of
+// single topics are logged and counted and the topic is tried again at the
+// next refresh; only a failure to list topics at all is returned.
+func (r *Replicator) refresh(ctx context.Context) error {
+	srcTopics, err := r.o.SourceAdmin.ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("list topics on %s: %w", r.o.Flow.Source, err)
+	}
+	want := make(map[string]kadm.TopicDetail)
+	for name, d := range srcTopics {
+		if d.IsInternal || d.Err != nil || !r.sel.ShouldReplicate(name) {
+			continue
+		}
+		want[name] = d
+	}
+	r.dropVanished(srcTopics, want)
+	if len(want) == 0 {
+		return nil
+	}
+
+	remotes := make([]string, 0, len(want))
+	remoteOf := make(map[string]string, len(want))
+	for name := range want {
+		rt := r.o.Policy.FormatRemoteTopic(r.o.Flow.Source, name)
+		remoteOf[name] = rt
+		remotes = append(remotes, rt)
+	}
+	dstTopics, err := r.o.TargetAdmin.ListTopics(ctx, remotes...)
+	if err != nil {
+		return fmt.Errorf("list topics on %s: %w", r.o.Flow.Target, err)
+	}
+
+	var create []string
+	for name := range want {
+		if d, ok := dstTopics[remoteOf[name]]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			create = append(create, name)
+		}
+	}
+	sort.Strings(create)
+	created := r.createRemoteTopics(ctx, create, want, remoteOf)
+
+	add := make(map[string]map[int32]kgo.Offset)
+	for name, d := range want {
+		rt := remoteOf[name]
+		remoteParts := 0
+		if dd, ok := dstTopics[rt]; ok && dd.Err == nil {
+			remoteParts = len(dd.Partitions)
+		}
+		if created[name] {
+			remoteParts = len(d.Partitions)
+		}
+		if remoteParts == 0 {
+			continue
+		}
+		if remoteParts < len(d.Partitions) {
+			if r.growRemote(ctx, rt, len(d.Partitions)) {
+				remoteParts = len(d.Partitions)
+			}
+		}
+		for _, pd := range d.Partitions.Sorted() {
+			if int(pd.Partition) >= remoteParts {
+				continue // the remote topic cannot hold it yet; retried next refresh
+			}
+			if off, ok := r.assign(name, rt, pd.Partition); ok {
+				if add[name] == nil {
+					add[name] = make(map[int32]kgo.Offset)
+				}
+				add[name][pd.Partition] = off
+			}
+		}
+	}
+	if len(add) > 0 {
+		r.o.Source.AddConsumePartitions(add)
+	}
+	return nil
+}
+
+// assign registers a partition for copying and returns where to start, or
+// false when it is already being copied.
+func (r *Replicator) assign(topic, remote string, part int32) (kgo.Offset, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps := r.parts[topic]
+	if ps == nil {
+		ps = make(map[int32]*partition)
+		r.parts[topic] = ps
+	}
+	if _, ok := ps[part]; ok {
+		return kgo.Offset{}, false
+	}
+	resume := int64(-1)
+	if s, ok := r.stored[topic][part]; ok && s >= 0 {
+		resume = s
+	}
+	ps[part] = newPartition(topic, remote, part, resume, r.m.partitionMetrics(r.flow, topic))
+	switch {
+	case resume >= 0:
+		return kgo.NewOffset().At(resume + 1), true
+	case r.o.Flow.SourceAutoOffsetReset == config.OffsetResetLatest:
+		return kgo.NewOffset().AtEnd(), true
+	default:
+		return kgo.NewOffset().AtStart(), true
+	}
+}
+
+// dropVanished stops copying topics that no longer exist on the source (or
+// are no longer selected). Their remote topics are left alone, as MM2 does.
+// A topic listed with an error (leader election, say) is kept.
+func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm.TopicDetail) {
+	remove := make(map[string][]int32)
+	r.mu.Lock()
+	for t, ps := range r.parts {
+		if _, ok := want[t]; ok {
+			continue
+		}
+		if d, ok := listed[t]; ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			continue
+		}
+		for i, p := range ps {
+			p.removed.Store(true)
+			remove[t] = append(remove[t], i)
+		}
+		delete(r.parts, t)
+		// Keep the stored offsets: if the topic comes back (filter change)
+		// copying resumes where it stopped. A recreated topic is reported
+		// by the continuity check when its offsets go backwards.
+		if r.stored[t] == nil {
+			r.stored[t] = make(map[int32]int64)
+		}
+		for i, p := range ps {
+			r.stored[t][i] = p.acked.Load()
+		}
+	}
+	r.mu.Unlock()
+	if len(remove) == 0 {
+		return
+	}
+	for t := range remove {
+		r.m.error(r.flow, reasonTopicDeleted)
+		r.log.Warn("source topic gone or no longer selected; copying stopped", zap.String("topic", t))
+	}
+	r.o.Source.RemoveConsumePartitions(remove)
+}
+
+// createRemoteTopics creates the remote topics of the named source topics
+// with the source's partition count, the flow's replication factor and the
+// source's non-default configs that the flow does not exclude (MM2's
+// creation mode). It returns which ones exist now.
+func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, details map[string]kadm.TopicDetail, remoteOf map[string]string) map[string]bool {
+	created := make(map[string]bool, len(topics))
+	if len(topics) == 0 {
+		return created
+	}
+	configs := r.sourceConfigs(ctx, topics)
+	for _, t := range topics {
+		rt := remoteOf[t]
+		resp, err := r.o.TargetAdmin.CreateTopic(ctx, int32(len(details[t].Partitions)), r.o.Flow.ReplicationFactor, configs[t], rt)
+		switch {
+		case err == nil:
+			created[t] = true
+			r.m.topicCreated(r.flow)
+			r.log.Info("remote topic created", zap.String("topic", t), zap.String("target_topic", rt),
+				zap.Int32("partitions", resp.NumPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			created[t] = true
+		default:
+			r.m.error(r.flow, reasonTopicCreate)
+			r.log.Warn("create remote topic; retried at the next refresh", zap.String("topic", t), zap.String("target_topic", rt), zap.Error(err))
+		}
+	}
+	return created
+}
+
+// sourceConfigs returns, per topic, the configs MM2 copies when it creates a
+// remote topic: set on the topic (not defaults, unless use.defaults.from is
+// source), not static broker values, not sensitive, not excluded.
+func (r *Replicator) sourceConfigs(ctx context.Context, topics []string) map[string]map[string]*string {
+	out := make(map[string]map[string]*string, len(topics))
+	filter, err := policy.NewFilter([]string{".*"}, r.o.Flow.ConfigPropertiesExclude)
+	if err != nil {
+		r.log.Warn("compile config.properties.exclude; remote topics created without source configs", zap.Error(err))
+		return out
+	}
+	rcs, err := r.o.SourceAdmin.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		r.log.Warn("describe source topic configs; remote topics created without them", zap.Error(err))
+		return out
+	}
+	useSourceDefaults := r.o.Flow.UseDefaultsFrom == config.DefaultsFromSource
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		m := make(map[string]*string)
+		for _, c := range rc.Configs {
+			if c.Sensitive || c.Value == nil || c.Source == kmsg.ConfigSourceStaticBrokerConfig || !filter.Match(c.Key) {
+				continue
+			}
+			if c.Source == kmsg.ConfigSourceDefaultConfig && !useSourceDefaults {
+				continue
+			}
+			m[c.Key] = c.Value
+		}
+		out[rc.Name] = m
+	}
+	return out
+}
+
+// growRemote adds partitions to a remote topic that has fewer than its
+// source. It reports whether the remote topic has n partitions now.
+func (r *Replicator) growRemote(ctx context.Context, remote string, n int) bool {
+	resp, err := r.o.TargetAdmin.UpdatePartitions(ctx, n, remote)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {
+		r.m.error(r.flow, reasonPartitions)
+		r.log.Warn("grow remote topic; retried at the next refresh", zap.String("target_topic", remote), zap.Int("partitions", n), zap.Error(err))
+		return false
+	}
+	if err != nil {
+		return false
+	}
+	r.log.Info("remote topic grown", zap.String("target_topic", remote), zap.Int("partitions", n))
+	return true
+}

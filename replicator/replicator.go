@@ -1,0 +1,568 @@
+// Package replicator copies records of one replication flow from the source
+// cluster to the target cluster and records how far it got.
+//
+// A Replicator discovers the source topics its flow selects, creates their
+// remote topics on the target (same partition count, the flow's replication
+// factor, the source's non-default configs), and copies every record to the
+// same partition of the remote topic with key, value, headers and timestamp
+// intact, through the idempotent acks=all producer it is given. Progress is
+// the last upstream offset the target acknowledged per partition; it is
+// stored in MM2's Connect offsets topic on the target, byte-compatible with
+// MM2's dedicated mode, so a restart resumes where the acknowledged copy
+// ended and MM2 and mm2go can take a flow over from each other.
+//
+// The copy path works per fetched batch: one poll loop for the flow, records
+// handed to the producer as fetched, no per-record goroutines or
+// allocations. A record the target refuses pauses its partition, which is
+// retried with backoff from the last acknowledged offset: nothing is skipped.
+//
+// The package does not create or close clients (the caller owns them), does
+// not translate consumer-group offsets (package checkpoint) and does not emit
+// heartbeats (package heartbeat).
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// Options configure a Replicator. Flow, Policy, Source, SourceAdmin, Target,
+// TargetAdmin and TargetReader are required.
+type Options struct {
+	Flow   *config.Flow
+	Policy policy.Policy
+
+	// Source consumes source partitions directly (no group). Build it from
+	// the flow's source consumer options followed by ConsumerOpts.
+	Source      *kgo.Client
+	SourceAdmin *kadm.Client
+	// Target writes replicated records and progress. Build it from the
+	// flow's target producer options followed by ProducerOpts.
+	Target      *kgo.Client
+	TargetAdmin *kadm.Client
+	// TargetReader reads the progress topic at start; build it with
+	// itopic.ReaderOpts. It is not used after start.
+	TargetReader *kgo.Client
+
+	Log        *zap.Logger
+	Registerer prometheus.Registerer
+
+	// DrainTimeout bounds how long Run waits at shutdown for in-flight
+	// records and the last progress write; default 10s.
+	DrainTimeout time.Duration
+	// RetryBackoff is the first wait before a stalled partition is retried;
+	// it doubles up to MaxRetryBackoff. Defaults 1s and 1m.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// LagInterval is how often end offsets are listed for the lag gauges;
+	// default 5s.
+	LagInterval time.Duration
+}
+
+// ConsumerOpts are the options the source client needs on top of the flow's
+// source consumer settings. Control records are kept so the poll loop sees
+// transaction markers as the upstream offset gaps they are; an out-of-range
+// position resets to the log start, so a retention loss skips the fewest
+// records and is reported (never to the end, which would skip more).
+func ConsumerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableFetchSessions(),
+	}
+}
+
+// ProducerOpts are the options the target client needs on top of the flow's
+// target producer settings: records go to the partition they were read from,
+// and the producer is idempotent with acks=all, whatever the file says, so
+// that an acknowledged record is durable and never written twice by a retry.
+func ProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+}
+
+// Replicator copies one flow. Create it with New and call Run once.
+type Replicator struct {
+	o      Options
+	flow   string
+	log    *zap.Logger
+	m      *metrics
+	sel    policy.TopicSelector
+	pg     *progress
+	stored map[string]map[int32]int64 // progress read at start; refresh goroutine only
+
+	mu    sync.Mutex
+	parts map[string]map[int32]*partition // source topic -> partition -> state
+
+	failMu sync.Mutex
+	failed []*partition // partitions the promise goroutine marked failed, for the poll loop
+
+	promise func(*kgo.Record, error)
+}
+
+// New validates the options and returns a Replicator.
+func New(o Options) (*Replicator, error) {
+	switch {
+	case o.Flow == nil:
+		return nil, errors.New("replicator: flow is required")
+	case o.Source == nil || o.SourceAdmin == nil || o.Target == nil || o.TargetAdmin == nil || o.TargetReader == nil:
+		return nil, errors.New("replicator: source, source admin, target, target admin and target reader clients are required")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = time.Second
+	}
+	if o.MaxRetryBackoff <= 0 {
+		o.MaxRetryBackoff = time.Minute
+	}
+	if o.LagInterval <= 0 {
+		o.LagInterval = 5 * time.Second
+	}
+	f := o.Flow
+	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
+	if err != nil {
+		return nil, fmt.Errorf("replicator: compile topic filter of %s: %w", f.Name(), err)
+	}
+	r := &Replicator{
+		o:    o,
+		flow: f.Name(),
+		log:  o.Log.With(zap.String("flow", f.Name())),
+		m:    newMetrics(o.Registerer),
+		sel: policy.TopicSelector{
+			Policy:                o.Policy,
+			Topics:                topics,
+			HeartbeatsReplication: f.HeartbeatsReplicationEnabled,
+			TargetAlias:           f.Target,
+		},
+		parts: make(map[string]map[int32]*partition),
+	}
+	r.promise = r.onProduced
+	return r, nil
+}
+
+// Run copies until ctx is cancelled or a fatal error occurs, then drains
+// in-flight records and stores progress, bounded by DrainTimeout. It returns
+// nil after a cancellation and an error when the flow cannot run (the
+// progress topic cannot be created or read, the first discovery fails);
+// failures of single partitions or topics are logged, counted and retried,
+// not returned.
+func (r *Replicator) Run(ctx context.Context) error {
+	f := r.o.Flow
+	startCtx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
+	n, err := itopic.Ensure(startCtx, r.o.TargetAdmin, itopic.Spec{
+		Name:              f.OffsetStorageTopic,
+		Partitions:        f.OffsetStoragePartitions,
+		ReplicationFactor: f.OffsetStorageReplicationFactor,
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ensure progress topic on %s: %w", f.Target, err)
+	}
+	r.pg = &progress{topic: f.OffsetStorageTopic, partitions: n, source: f.Source, cl: r.o.Target}
+	if r.stored, err = r.pg.load(ctx, r.o.TargetReader, r.log); err != nil {
+		return err
+	}
+	startCtx, cancel = context.WithTimeout(ctx, f.AdminTimeout)
+	err = r.refresh(startCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("discover topics of %s: %w", f.Name(), err)
+	}
+	r.logStart()
+
+	// Records are produced with a context that outlives ctx, so that a
+	// shutdown drains what is buffered instead of failing it.
+	produceCtx, stopProducing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProducing()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
+	g.Go(func() error { return r.flushLoop(gctx) })
+	if f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0 {
+		g.Go(func() error { return r.refreshLoop(gctx) })
+	}
+	runErr := g.Wait()
+
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.DrainTimeout)
+	defer cancel()
+	if err := r.o.Target.Flush(drainCtx); err != nil {
+		r.log.Warn("drain in-flight records", zap.Error(err))
+	}
+	stopProducing()
+	if err := r.flush(drainCtx); err != nil {
+		r.log.Warn("store final progress", zap.Error(err))
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+func (r *Replicator) logStart() {
+	var topics, parts int
+	var backlog int64
+	r.eachPartition(func(p *partition) {
+		parts++
+		if l := p.lag(); l > 0 {
+			backlog += l
+		}
+	})
+	r.mu.Lock()
+	topics = len(r.parts)
+	r.mu.Unlock()
+	r.log.Info("flow started",
+		zap.String("source_cluster", r.o.Flow.Source),
+		zap.String("target_cluster", r.o.Flow.Target),
+		zap.Int("topics", topics),
+		zap.Int("partitions", parts),
+		zap.Int64("backlog_records", backlog))
+}
+
+func (r *Replicator) eachPartition(fn func(*partition)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ps := range r.parts {
+		for _, p := range ps {
+			fn(p)
+		}
+	}
+}
+
+func (r *Replicator) lookup(topic string, p int32) *partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[topic][p]
+}
+
+// pollLoop fetches from the source and hands every record to the producer.
+func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
+	src, dst := r.o.Source, r.o.Target
+	poll := r.o.Flow.ConsumerPollTimeout
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		r.retryStalled()
+		pctx, cancel := context.WithTimeout(ctx, poll)
+		fs := src.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			r.fetchError(t, p, err)
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			p := r.lookup(fp.Topic, fp.Partition)
+			if p == nil || p.failed.Load() || p.removed.Load() {
+				return // dropped: a stalled partition is re-read from its progress
+			}
+			r.checkContinuity(p, fp)
+			// Read what is needed of the last record now: once handed to
+			// the producer a record belongs to it.
+			last := fp.Records[len(fp.Records)-1]
+			lastOffset, lastControl := last.Offset, last.Attrs.IsControl()
+			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
+			n := 0
+			for _, rec := range fp.Records {
+				if rec.Attrs.IsControl() {
+					continue
+				}
+				m := &b.metas[n]
+				n++
+				m.b, m.up = b, rec.Offset
+				p.lastData = rec.Offset
+				rec.Topic = p.remote
+				rec.Context = m
+				p.inflight.Add(1)
+				dst.Produce(produceCtx, rec, r.promise)
+			}
+			p.next = lastOffset + 1
+			if lastControl {
+				p.markerAfter.Store(p.lastData)
+				p.markerEnd.Store(p.next)
+			}
+			if end := endOf(fp); end > p.end.Load() {
+				p.end.Store(end)
+			}
+		})
+	}
+}
+
+// endOf is the end offset a fetch reports for its partition: the last stable
+// offset when the client reads committed data, else the high watermark.
+func endOf(fp kgo.FetchTopicPartition) int64 {
+	if fp.LastStableOffset >= 0 && fp.LastStableOffset < fp.HighWatermark {
+		return fp.LastStableOffset
+	}
+	return fp.HighWatermark
+}
+
+// checkContinuity reports upstream jumps the fetcher made on its own: a jump
+// forward past the log start means retention removed records before they
+// were copied; a jump backwards means the source partition was truncated or
+// recreated.
+func (r *Replicator) checkContinuity(p *partition, fp kgo.FetchTopicPartition) {
+	first := fp.Records[0].Offset
+	switch {
+	case p.next < 0 || first == p.next:
+	case first > p.next && fp.LogStartOffset > p.next:
+		lost := min(first, fp.LogStartOffset) - p.next
+		r.m.sourceLost(r.flow, p.topic, lost)
+		r.m.error(r.flow, reasonSourceGap)
+		r.log.Warn("source records removed by retention before they were copied",
+			zap.String("topic", p.topic), zap.Int32("partition", p.partition),
+			zap.Int64("offset", p.next), zap.Int64("log_start_offset", fp.LogStartOffset), zap.Int64("lost", lost))
+	case first < p.next:
+		r.m.error(r.flow, reasonSourceRewound)
+		r.log.Warn("source partition went backwards: truncated or recreated",
+			zap.String("topic", p.topic), zap.Int32("partition", p.partition),
+			zap.Int64("offset", p.next), zap.Int64("first_fetched", first))
+	}
+}
+
+func (r *Replicator) fetchError(topic string, part int32, err error) {
+	reason := reasonFetch
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		reason = reasonTopicDeleted
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		reason = reasonAuthorization
+	}
+	r.m.error(r.flow, reason)
+	r.log.Warn("fetch from source", zap.String("topic", topic), zap.Int32("partition", part), zap.String("reason", reason), zap.Error(err))
+}
+
+// onProduced runs on kgo's promise goroutine, serially, once per record.
+// It must not block.
+func (r *Replicator) onProduced(rec *kgo.Record, err error) {
+	m, ok := rec.Context.(*recMeta)
+	if !ok {
+		return
+	}
+	p := m.b.p
+	p.inflight.Add(-1)
+	if m.b.epoch != p.epoch.Load() || p.failed.Load() {
+		return // sent before the partition's last failure; it is re-sent
+	}
+	if err != nil {
+		r.fail(p, m.up, err)
+		return
+	}
+	p.acked.Store(m.up)
+	p.lastUp, p.lastDown = m.up, rec.Offset
+	p.m.records.Inc()
+	size := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	p.m.bytes.Add(float64(size))
+}
+
+// fail marks p stalled after the target refused the record at upstream
+// offset up. The poll loop pauses it and retries from the last acknowledged
+// offset; no later record of p counts as progress until then.
+func (r *Replicator) fail(p *partition, up int64, err error) {
+	p.failErr.Store(err)
+	p.failed.Store(true)
+	reason := reasonProduce
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		reason = reasonRecordTooLarge
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		reason = reasonAuthorization
+	case errors.Is(err, context.Canceled):
+		return // shutdown; the partition resumes from its progress next time
+	}
+	r.m.error(r.flow, reason)
+	r.log.Error("target refused record; partition paused and retried from its last acknowledged offset",
+		zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", up),
+		zap.String("target_topic", p.remote), zap.String("reason", reason), zap.Error(err))
+	r.failMu.Lock()
+	r.failed = append(r.failed, p)
+	r.failMu.Unlock()
+}
+
+// retryStalled pauses newly failed partitions and restarts those whose
+// backoff elapsed and whose earlier records have all settled. Poll loop only.
+func (r *Replicator) retryStalled() {
+	r.failMu.Lock()
+	newly := r.failed
+	r.failed = nil
+	r.failMu.Unlock()
+	now := time.Now()
+	for _, p := range newly {
+		if !p.paused {
+			r.o.Source.PauseFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+			p.paused = true
+			if p.backoff == 0 {
+				p.backoff = r.o.RetryBackoff
+			} else {
+				p.backoff = min(2*p.backoff, r.o.MaxRetryBackoff)
+			}
+			p.retryAt = now.Add(p.backoff)
+		}
+	}
+	var stalled int
+	var resume []*partition
+	r.eachPartition(func(p *partition) {
+		if !p.paused {
+			return
+		}
+		if p.removed.Load() || now.Before(p.retryAt) || p.inflight.Load() > 0 {
+			stalled++
+			return
+		}
+		resume = append(resume, p)
+	})
+	for _, p := range resume {
+		from := p.acked.Load() + 1
+		p.epoch.Add(1)
+		p.failed.Store(false)
+		p.paused = false
+		p.next = from
+		r.o.Source.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: from}}})
+		r.o.Source.ResumeFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+		r.log.Info("retry stalled partition", zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", from))
+	}
+	var assigned int
+	r.eachPartition(func(*partition) { assigned++ })
+	r.m.setPartitions(r.flow, assigned, stalled)
+}
+
+// flushLoop stores progress every offset.flush.interval.ms and refreshes the
+// lag gauges.
+func (r *Replicator) flushLoop(ctx context.Context) error {
+	interval := r.o.Flow.OffsetFlushInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastLag time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+			r.m.error(r.flow, reasonProgressWrite)
+			r.log.Warn("store progress; retried at the next interval", zap.Error(err))
+		}
+		if time.Since(lastLag) >= r.o.LagInterval {
+			lastLag = time.Now()
+			r.updateLag(ctx)
+		}
+	}
+}
+
+// flush writes the progress of every partition that moved since the last
+// write.
+func (r *Replicator) flush(ctx context.Context) error {
+	var es []entry
+	r.eachPartition(func(p *partition) {
+		if a := p.acked.Load(); a > p.flushed.Load() {
+			es = append(es, entry{p: p, offset: a})
+		}
+	})
+	if len(es) == 0 {
+		return nil
+	}
+	if err := r.pg.write(ctx, es); err != nil {
+		return err
+	}
+	r.m.flushed(r.flow)
+	return nil
+}
+
+// updateLag lists the source end offsets of the assigned topics and sets the
+// lag gauges.
+func (r *Replicator) updateLag(ctx context.Context) {
+	var topics []string
+	r.mu.Lock()
+	for t := range r.parts {
+		topics = append(topics, t)
+	}
+	r.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	var ends kadm.ListedOffsets
+	var err error
+	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+		ends, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, topics...)
+	} else {
+		ends, err = r.o.SourceAdmin.ListEndOffsets(ctx, topics...)
+	}
+	if err != nil {
+		r.log.Debug("list source end offsets", zap.Error(err))
+		return
+	}
+	sums := make(map[string]int64, len(topics))
+	r.mu.Lock()
+	for t, ps := range r.parts {
+		for i, p := range ps {
+			if o, ok := ends.Lookup(t, i); ok && o.Err == nil {
+				p.end.Store(o.Offset)
+			}
+			sums[t] += max(p.lag(), 0)
+		}
+	}
+	r.mu.Unlock()
+	for t, l := range sums {
+		r.m.setLag(r.flow, t, l)
+	}
+}
+
+// Stats is a point-in-time summary of a flow for progress displays.
+type Stats struct {
+	Topics, Partitions, Stalled int
+	// Lag is the number of source offsets not yet acknowledged, summed over
+	// partitions whose end is known.
+	Lag int64
+}
+
+// Stats returns a summary of the flow's partitions.
+func (r *Replicator) Stats() Stats {
+	var s Stats
+	r.mu.Lock()
+	s.Topics = len(r.parts)
+	r.mu.Unlock()
+	r.eachPartition(func(p *partition) {
+		s.Partitions++
+		if p.failed.Load() {
+			s.Stalled++
+		}
+		if l := p.lag(); l > 0 {
+			s.Lag += l
+		}
+	})
+	return s
+}

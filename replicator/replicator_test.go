@@ -1,0 +1,396 @@
+package replicator
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// bed is a source and a target kfake cluster with admin clients.
+type bed struct {
+	t        *testing.T
+	src, dst *kfake.Cluster
+	srcCl    *kgo.Client
+	dstCl    *kgo.Client
+	srcAdm   *kadm.Client
+	dstAdm   *kadm.Client
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	b := &bed{t: t}
+	b.src = newCluster(t)
+	b.dst = newCluster(t)
+	b.srcCl = newClient(t, b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	b.dstCl = newClient(t, b.dst)
+	b.srcAdm, b.dstAdm = kadm.NewClient(b.srcCl), kadm.NewClient(b.dstCl)
+	return b
+}
+
+func newCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// flow parses a flow A->B between the bed's clusters from MM2 properties.
+func (b *bed) flow(extra ...string) *config.Flow {
+	b.t.Helper()
+	props := []string{
+		"clusters = A, B",
+		"A.bootstrap.servers = " + strings.Join(b.src.ListenAddrs(), ","),
+		"B.bootstrap.servers = " + strings.Join(b.dst.ListenAddrs(), ","),
+		"A->B.enabled = true",
+		"replication.factor = 1",
+		"B.offset.storage.replication.factor = 1",
+		"B.offset.flush.interval.ms = 50",
+		"refresh.topics.interval.seconds = 1",
+	}
+	props = append(props, extra...)
+	cfg, _, err := config.Parse([]byte(strings.Join(props, "\n")), b.t.TempDir())
+	require.NoError(b.t, err)
+	f := cfg.Flow("A", "B")
+	require.NotNil(b.t, f)
+	return f
+}
+
+// run starts a replicator for f and returns a stop function that cancels
+// it and waits for Run to return.
+func (b *bed) run(f *config.Flow, reg prometheus.Registerer) (stop func() error) {
+	b.t.Helper()
+	mk := func(c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+		require.NoError(b.t, err)
+		return cl
+	}
+	src := mk(b.src, ConsumerOpts()...)
+	srcAdm := mk(b.src)
+	dst := mk(b.dst, ProducerOpts()...)
+	dstAdm := mk(b.dst)
+	reader := mk(b.dst, itopic.ReaderOpts()...)
+	r, err := New(Options{
+		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
+		Source: src, SourceAdmin: kadm.NewClient(srcAdm),
+		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader,
+		Log: zaptest.NewLogger(b.t), Registerer: reg,
+		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
+	})
+	require.NoError(b.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := r.Run(ctx)
+		if ctx.Err() == nil {
+			b.t.Errorf("Run returned before it was stopped: %v", err)
+		}
+		done <- err
+	}()
+	var stopped bool
+	var runErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-done
+			for _, c := range []*kgo.Client{reader, dstAdm, dst, srcAdm, src} {
+				c.Close()
+			}
+		}
+		return runErr
+	}
+	b.t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+type record struct {
+	key, value string
+	keyNil     bool
+	headers    string
+	ts         int64
+}
+
+func toRecord(r *kgo.Record) record {
+	var hs []string
+	for _, h := range r.Headers {
+		hs = append(hs, fmt.Sprintf("%s=%q/%v", h.Key, h.Value, h.Value == nil))
+	}
+	return record{key: string(r.Key), keyNil: r.Key == nil, value: string(r.Value), headers: strings.Join(hs, ","), ts: r.Timestamp.UnixMilli()}
+}
+
+// produce writes n records to topic round-robin over partitions, starting
+// at sequence number from, and returns them per partition.
+func (b *bed) produce(topic string, partitions int32, from, n int) map[int32][]record {
+	b.t.Helper()
+	out := make(map[int32][]record)
+	var rs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		r := &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(fmt.Sprintf("v%d", i)), Timestamp: time.UnixMilli(1_600_000_000_000 + int64(i))}
+		if i%5 != 0 {
+			r.Key = []byte(fmt.Sprintf("k%d", i))
+		}
+		if i%3 == 0 {
+			r.Headers = []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: "nil"}}
+		}
+		rs = append(rs, r)
+		out[r.Partition] = append(out[r.Partition], toRecord(r))
+	}
+	require.NoError(b.t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
+	return out
+}
+
+// read returns every record of topic on the target, per partition, waiting
+// until there are at least want in total.
+func (b *bed) read(topic string, want int) map[int32][]record {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(b.t, b.dst, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	out := make(map[int32][]record)
+	n := 0
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		require.NoError(b.t, ctx.Err(), "read %s: have %d of %d records", topic, n, want)
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], toRecord(r))
+			n++
+		})
+	}
+	return out
+}
+
+func (b *bed) createTopic(adm *kadm.Client, topic string, partitions int32, cfg map[string]*string) {
+	b.t.Helper()
+	_, err := adm.CreateTopic(context.Background(), partitions, 1, cfg, topic)
+	require.NoError(b.t, err)
+}
+
+func (b *bed) endOffset(adm *kadm.Client, topic string) int64 {
+	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			n += o.Offset
+		}
+	})
+	return n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCopiesRecordsFaithfully(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 3, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "retention.ms": kadm.StringPtr("12345")})
+	b.createTopic(b.srcAdm, "payments", 2, nil)
+	want := b.produce("orders", 3, 0, 300)
+	wantPay := b.produce("payments", 2, 0, 50)
+
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow(), reg)
+	require.Equal(t, want, b.read("A.orders", 300))
+	require.Equal(t, wantPay, b.read("A.payments", 50))
+	require.NoError(t, stop())
+
+	// Same partition count; the source's non-default configs were copied.
+	md, err := b.dstAdm.ListTopics(context.Background(), "A.orders")
+	require.NoError(t, err)
+	require.Len(t, md["A.orders"].Partitions, 3)
+	rcs, err := b.dstAdm.DescribeTopicConfigs(context.Background(), "A.orders")
+	require.NoError(t, err)
+	rc, err := rcs.On("A.orders", nil)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	require.Equal(t, "compact", got["cleanup.policy"])
+	require.Equal(t, "12345", got["retention.ms"])
+
+	require.Equal(t, 350.0, testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_records_total")))
+}
+
+// collectorSum gathers reg and returns a gauge holding the sum of all
+// series of the named metric.
+func collectorSum(t *testing.T, reg *prometheus.Registry, name string) prometheus.Gauge {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sum"})
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				g.Add(m.Counter.GetValue())
+			case m.Gauge != nil:
+				g.Add(m.Gauge.GetValue())
+			}
+		}
+	}
+	return g
+}
+
+// TestProgressIsStoredAsMM2StoresIt checks the offsets topic: MM2's key bytes,
+// Java's partitioning, the last copied upstream offset.
+func TestProgressIsStoredAsMM2StoresIt(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 2, nil)
+	b.produce("orders", 2, 0, 10)
+	stop := b.run(b.flow(), nil)
+	b.read("A.orders", 10)
+	require.NoError(t, stop())
+
+	cl := newClient(t, b.dst, itopic.ReaderOpts()...)
+	got := map[string]string{}
+	require.NoError(t, itopic.ReadAll(context.Background(), cl, "mm2-offsets.A.internal", func(r *kgo.Record) {
+		require.Equal(t, policy.ConnectOffsetPartition(r.Key, 25), r.Partition)
+		got[string(r.Key)] = string(r.Value)
+	}))
+	require.Equal(t, map[string]string{
+		`["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`: `{"offset":4}`,
+		`["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]`: `{"offset":4}`,
+	}, got)
+}
+
+// TestResumesFromStoredProgress covers a restart and a takeover: records
+// copied by an earlier run, and offsets stored by Apache MM2, are not copied
+// again.
+func TestResumesFromStoredProgress(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 2, nil)
+	first := b.produce("orders", 2, 0, 20)
+	stop := b.run(b.flow(), nil)
+	b.read("A.orders", 20)
+	require.NoError(t, stop())
+
+	second := b.produce("orders", 2, 20, 20)
+	stop = b.run(b.flow(), nil)
+	waitFor(t, "40 records on the target", func() bool { return b.endOffset(b.dstAdm, "A.orders") == 40 })
+	require.NoError(t, stop())
+	got := b.read("A.orders", 40)
+	for p := range int32(2) {
+		require.Equal(t, append(slices.Clone(first[p]), second[p]...), got[p], "partition %d: each record once, in order", p)
+	}
+
+	// An offset written by Apache MM2 (same bytes) for a topic mm2go never
+	// copied: copying starts after it.
+	b.createTopic(b.srcAdm, "legacy", 1, nil)
+	legacy := b.produce("legacy", 1, 0, 10)
+	key := `["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"legacy"}]`
+	require.NoError(t, b.dstCl.ProduceSync(context.Background(), &kgo.Record{
+		Topic: "mm2-offsets.A.internal", Partition: policy.ConnectOffsetPartition([]byte(key), 25),
+		Key: []byte(key), Value: []byte(`{"offset":6}`),
+	}).FirstErr())
+	stop = b.run(b.flow(), nil)
+	require.Equal(t, map[int32][]record{0: legacy[0][7:]}, b.read("A.legacy", 3))
+	require.NoError(t, stop())
+	require.EqualValues(t, 3, b.endOffset(b.dstAdm, "A.legacy"))
+}
+
+// TestRecordTooLargeStallsAndRecovers: a record the target refuses pauses its
+// partition (counted, logged), the other partitions go on, and once the
+// target accepts it the partition continues from it: nothing is skipped.
+func TestRecordTooLargeStallsAndRecovers(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "big", 2, nil)
+	b.createTopic(b.dstAdm, "A.big", 2, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
+	large := make([]byte, 10_000) // random, so compression cannot shrink it
+	_, err := rand.Read(large)
+	require.NoError(t, err)
+	copy(large, "LLLLLLL")
+	rs := []*kgo.Record{
+		{Topic: "big", Partition: 0, Value: []byte("small-0")},
+		{Topic: "big", Partition: 0, Value: large},
+		{Topic: "big", Partition: 0, Value: []byte("small-2")},
+		{Topic: "big", Partition: 1, Value: []byte("other")},
+	}
+	require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
+
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow(), reg)
+	waitFor(t, "partition 1 copied and partition 0 refused", func() bool {
+		return b.endOffset(b.dstAdm, "A.big") >= 1 && testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_errors_total")) >= 2
+	})
+	// Retried with backoff, never skipped: the large record stays the
+	// partition's next record.
+	time.Sleep(300 * time.Millisecond)
+	ends, err := b.dstAdm.ListEndOffsets(context.Background(), "A.big")
+	require.NoError(t, err)
+	p0, _ := ends.Lookup("A.big", 0)
+	p1, _ := ends.Lookup("A.big", 1)
+	require.LessOrEqual(t, p0.Offset, int64(1), "at most small-0 before the refused record")
+	require.EqualValues(t, 1, p1.Offset)
+
+	_, err = b.dstAdm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("100000")}}, "A.big")
+	require.NoError(t, err)
+	got := b.read("A.big", 4)
+	require.NoError(t, stop())
+	var vals []string
+	for _, r := range got[0] {
+		vals = append(vals, r.value[:min(len(r.value), 7)])
+	}
+	// small-0 may have been written twice (it was in flight when the
+	// partition failed); the large record and small-2 follow, once.
+	vals = slices.Compact(vals)
+	require.Equal(t, []string{"small-0", "LLLLLLL", "small-2"}, vals)
+}
+
+func TestDiscoversNewTopicsAndSkipsInternalAndCycles(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "first", 1, nil)
+	b.createTopic(b.srcAdm, "B.came-from-target", 1, nil) // would cycle back to B
+	b.createTopic(b.srcAdm, "mm2-offsets.X.internal", 1, nil)
+	b.createTopic(b.srcAdm, "skipped", 1, nil)
+	b.produce("first", 1, 0, 1)
+	b.produce("B.came-from-target", 1, 0, 1)
+	stop := b.run(b.flow("A->B.topics.exclude = skipped, .*[\\-\\.]internal"), nil)
+	b.read("A.first", 1)
+
+	b.createTopic(b.srcAdm, "later", 2, nil)
+	b.produce("later", 2, 0, 4)
+	b.read("A.later", 4)
+	require.NoError(t, stop())
+
+	md, err := b.dstAdm.ListTopics(context.Background())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"A.first", "A.later", "mm2-offsets.A.internal"}, md.Names())
+}
