@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mm2go/mm2go/config"
+)
+
+func newCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testConfig(t *testing.T, src, dst *kfake.Cluster, extra ...string) *config.Config {
+	t.Helper()
+	props := append([]string{
+		"clusters = A, B",
+		"A.bootstrap.servers = " + strings.Join(src.ListenAddrs(), ","),
+		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
+		"A->B.enabled = true",
+		"replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"B.offset.storage.replication.factor = 1",
+		"B.offset.flush.interval.ms = 100",
+		"refresh.topics.interval.seconds = 1",
+	}, extra...)
+	cfg, _, err := config.Parse([]byte(strings.Join(props, "\n")), t.TempDir())
+	require.NoError(t, err)
+	return cfg
+}
+
+// TestDaemon boots the whole daemon in process against two kfake clusters
+// and checks the copied data, the HTTP endpoints and a bounded shutdown.
+func TestDaemon(t *testing.T) {
+	src, dst := newCluster(t), newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "orders")
+	require.NoError(t, err)
+	var rs []*kgo.Record
+	for i := range 100 {
+		rs = append(rs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte{byte(i)}})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+
+	reg := prometheus.NewRegistry()
+	d, err := newDaemon(daemonOptions{
+		Config: testConfig(t, src, dst), Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),
+		Registry: reg, ListenAddress: "127.0.0.1:0", DrainTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+
+	dcl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	require.NoError(t, err)
+	defer dcl.Close()
+	dadm := kadm.NewClient(dcl)
+	require.Eventually(t, func() bool {
+		ends, err := dadm.ListEndOffsets(ctx, "A.orders")
+		if err != nil {
+			return false
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
+		return n == 100
+	}, 20*time.Second, 50*time.Millisecond)
+
+	base := "http://" + d.Addr()
+	require.Equal(t, "ok\n", get(t, base+"/healthz"))
+	require.Eventually(t, func() bool { return get(t, base+"/readyz") == "ready\n" }, 10*time.Second, 50*time.Millisecond)
+	metrics := get(t, base+"/metrics")
+	for _, name := range []string{
+		`mm2go_replicator_records_total{flow="A->B",topic="orders"} 100`,
+		`mm2go_flow_up{flow="A->B"} 1`,
+		`mm2go_build_info{`,
+		`mm2go_kgo_`,
+		`go_goroutines`,
+	} {
+		require.Contains(t, metrics, name)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	for _, p := range problems {
+		if !strings.HasPrefix(p.Metric, "mm2go_kgo_") { // kprom's names are its own
+			t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+
+	stopped := time.Now()
+	d.Stop()
+	require.NoError(t, <-done)
+	require.Less(t, time.Since(stopped), 10*time.Second, "shutdown is bounded")
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestRunExitCodes checks what run returns: 2 with the key named for a bad
+// file and bad flags, 0 for version and validate of a good file.
+func TestRunExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.properties")
+	require.NoError(t, os.WriteFile(bad, []byte("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\nreplication.factor = two\n"), 0o600))
+	good := filepath.Join(dir, "good.properties")
+	require.NoError(t, os.WriteFile(good, []byte("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"), 0o600))
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		output string
+	}{
+		{"bad file", []string{"-c", bad, "--web.listen-address", ""}, exitUsage, "replication.factor"},
+		{"bad file, MM2's positional form", []string{bad}, exitUsage, `"two"`},
+		{"missing file", []string{"-c", filepath.Join(dir, "none.properties")}, exitUsage, "none.properties"},
+		{"no file", nil, exitUsage, "-c FILE is required"},
+		{"bad flag", []string{"--nope"}, exitUsage, "nope"},
+		{"bad log level", []string{"-c", good, "--log.level", "loud"}, exitUsage, "log.level"},
+		{"unknown target cluster", []string{"-c", good, "--clusters", "z", "--web.listen-address", ""}, exitUsage, `unknown cluster "z"`},
+		{"validate bad", []string{"validate", "-c", bad}, exitUsage, "replication.factor"},
+		{"validate good", []string{"validate", "-c", good}, exitOK, "flow a->b"},
+		{"version", []string{"version"}, exitOK, "mm2go dev"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run(tt.args, &out, &out)
+			require.Equal(t, tt.code, code, out.String())
+			require.Contains(t, out.String(), tt.output)
+		})
+	}
+}
+
+// TestDemo runs the embedded demo for a few seconds: it must replicate every
+// record it produced.
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	code := run([]string{"demo", "--duration", "4s", "--web.listen-address", "", "--rate", "500"}, &out, &out)
+	require.Equal(t, exitOK, code, out.String())
+	require.Contains(t, out.String(), "OK: every record was replicated")
+	require.Contains(t, out.String(), "primary.orders")
+}

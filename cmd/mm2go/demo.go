@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+)
+
+// demoTopics are created on the demo's primary cluster at start; demoLate
+// is created a few seconds later to show topic discovery.
+var (
+	demoTopics = []string{"orders", "payments"}
+	demoLate   = "refunds"
+)
+
+// runDemo starts two in-process Kafka-compatible clusters (kfake), a producer
+// writing to a few topics of the first, and mm2go replicating them to the
+// second, printing progress until interrupted or --duration elapsed. At the
+// end it checks that every produced record arrived.
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mm2go demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cf       commonFlags
+		duration time.Duration
+		rate     int
+	)
+	cf.register(fs, "127.0.0.1:9464")
+	fs.DurationVar(&duration, "duration", 0, "stop after this long (default: run until interrupted)")
+	fs.IntVar(&rate, "rate", 2000, "records per second the demo producer writes")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if cf.logLevel == "info" {
+		cf.logLevel = "warn" // keep the terminal for the progress lines
+	}
+	reg := prometheus.NewRegistry()
+	log, lvl, err := newLogger(stderr, cf.logLevel, logFormat(cf.logFormat), reg)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go demo: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, duration)
+		defer cancel()
+	}
+	if err := demo(ctx, demoOptions{out: stdout, log: log, lvl: lvl, reg: reg, listen: cf.listen, rate: rate, drain: cf.drainTimeout}); err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go demo: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+type demoOptions struct {
+	out    io.Writer
+	log    *zap.Logger
+	lvl    zap.AtomicLevel
+	reg    *prometheus.Registry
+	listen string
+	rate   int
+	drain  time.Duration
+}
+
+func demo(ctx context.Context, o demoOptions) error {
+	primary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("primary"))
+	if err != nil {
+		return fmt.Errorf("start demo cluster primary: %w", err)
+	}
+	defer primary.Close()
+	secondary, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("secondary"))
+	if err != nil {
+		return fmt.Errorf("start demo cluster secondary: %w", err)
+	}
+	defer secondary.Close()
+
+	dir, err := os.MkdirTemp("", "mm2go-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	props := demoProperties(primary.ListenAddrs(), secondary.ListenAddrs())
+	cfg, _, err := config.Parse([]byte(props), dir)
+	if err != nil {
+		return fmt.Errorf("demo configuration: %w", err)
+	}
+
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(primary.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer pcl.Close()
+	padm := kadm.NewClient(pcl)
+	if _, err := padm.CreateTopics(ctx, 3, 1, nil, demoTopics...); err != nil {
+		return fmt.Errorf("create demo topics: %w", err)
+	}
+
+	_, _ = fmt.Fprintf(o.out, "mm2go demo: two in-process Kafka clusters, primary %s and secondary %s.\n", strings.Join(primary.ListenAddrs(), ","), strings.Join(secondary.ListenAddrs(), ","))
+	_, _ = fmt.Fprintf(o.out, "Replicating with this MirrorMaker 2 configuration:\n\n%s\n", indent(props))
+
+	d, err := newDaemon(daemonOptions{Config: cfg, Log: o.log, Level: o.lvl, Registry: o.reg, ListenAddress: o.listen, DrainTimeout: o.drain})
+	if err != nil {
+		return err
+	}
+	if a := d.Addr(); a != "" {
+		_, _ = fmt.Fprintf(o.out, "Metrics: http://%s/metrics   Stop with Ctrl-C.\n\n", a)
+	}
+
+	var produced atomic.Int64
+	var wg sync.WaitGroup
+	prodCtx, stopProducer := context.WithCancel(ctx)
+	defer stopProducer()
+	var prodErr error
+	wg.Go(func() { prodErr = demoProduce(prodCtx, pcl, padm, o.rate, &produced) })
+
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Run(ctx) }()
+
+	scl, err := kgo.NewClient(kgo.SeedBrokers(secondary.ListenAddrs()...))
+	if err != nil {
+		return err
+	}
+	defer scl.Close()
+	sadm := kadm.NewClient(scl)
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	start := time.Now()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			copied, topics := demoCopied(ctx, sadm)
+			_, _ = fmt.Fprintf(o.out, "%5.0fs  produced %8d   copied %8d   lag %6d   remote topics: %s\n",
+				time.Since(start).Seconds(), produced.Load(), copied, max(produced.Load()-copied, 0), strings.Join(topics, " "))
+		}
+	}
+	stopProducer()
+	wg.Wait()
+	if err := <-daemonDone; err != nil {
+		return err
+	}
+	if prodErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("demo producer: %w", prodErr)
+	}
+
+	// The daemon drained on shutdown; check nothing is missing.
+	vctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	copied, _ := demoCopied(vctx, sadm)
+	want := produced.Load()
+	_, _ = fmt.Fprintf(o.out, "\nproduced %d records, the secondary holds %d in the remote topics\n", want, copied)
+	if copied < want {
+		return fmt.Errorf("%d records missing on the secondary", want-copied)
+	}
+	_, _ = fmt.Fprintln(o.out, "OK: every record was replicated")
+	return nil
+}
+
+func demoProperties(primary, secondary []string) string {
+	return `clusters = primary, secondary
+primary.bootstrap.servers = ` + strings.Join(primary, ",") + `
+secondary.bootstrap.servers = ` + strings.Join(secondary, ",") + `
+primary->secondary.enabled = true
+primary->secondary.topics = .*
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+secondary.offset.storage.replication.factor = 1
+secondary.offset.flush.interval.ms = 1000
+refresh.topics.interval.seconds = 2
+`
+}
+
+// demoProduce writes keyed records with headers to the demo topics at about
+// rate records per second, and creates demoLate after five seconds.
+func demoProduce(ctx context.Context, cl *kgo.Client, adm *kadm.Client, rate int, produced *atomic.Int64) error {
+	topics := append([]string(nil), demoTopics...)
+	const tick = 50 * time.Millisecond
+	perTick := max(rate*int(tick)/int(time.Second), 1)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := time.Now()
+	var n int64
+	for {
+		select {
+		case <-ctx.Done():
+			// Let what was handed to the client finish, so the count is exact.
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := cl.Flush(fctx); err != nil {
+				return err
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+		if len(topics) == len(demoTopics) && time.Since(start) > 5*time.Second {
+			if _, err := adm.CreateTopics(ctx, 3, 1, nil, demoLate); err == nil {
+				topics = append(topics, demoLate)
+			}
+		}
+		for range perTick {
+			n++
+			r := &kgo.Record{
+				Topic:     topics[n%int64(len(topics))],
+				Partition: int32(n % 3),
+				Key:       []byte("key-" + strconv.FormatInt(n%100, 10)),
+				Value:     []byte("value-" + strconv.FormatInt(n, 10)),
+				Headers:   []kgo.RecordHeader{{Key: "source", Value: []byte("mm2go-demo")}},
+			}
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err == nil {
+					produced.Add(1)
+				}
+			})
+		}
+	}
+}
+
+// demoCopied sums the end offsets of the remote topics on the secondary.
+func demoCopied(ctx context.Context, adm *kadm.Client) (int64, []string) {
+	ends, err := adm.ListEndOffsets(ctx)
+	if err != nil {
+		return 0, nil
+	}
+	var n int64
+	seen := make(map[string]bool)
+	ends.Each(func(o kadm.ListedOffset) {
+		if strings.HasPrefix(o.Topic, "primary.") && o.Err == nil {
+			n += o.Offset
+			seen[o.Topic] = true
+		}
+	})
+	topics := make([]string, 0, len(seen))
+	for t := range seen {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	return n, topics
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}

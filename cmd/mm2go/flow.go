@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/policy"
+	"github.com/mm2go/mm2go/replicator"
+)
+
+// flowRunner runs one flow's workers under one context and restarts them
+// with backoff when one fails; they stop together.
+type flowRunner struct {
+	flow *config.Flow
+	log  *zap.Logger
+	lvl  zap.AtomicLevel
+	reg  prometheus.Registerer
+	m    *daemonMetrics
+
+	drainTimeout time.Duration
+
+	mu  sync.Mutex
+	rep *replicator.Replicator // current run's replicator, for status displays
+}
+
+// policyFor builds the replication policy a flow's settings name.
+func policyFor(f *config.Flow) policy.Policy {
+	kind := policy.KindDefault
+	if f.ReplicationPolicyClass == config.PolicyIdentity {
+		kind = policy.KindIdentity
+	}
+	return policy.New(kind, f.ReplicationPolicySeparator, f.ReplicationPolicyInternalTopicSeparatorEnabled, f.Source)
+}
+
+// supervise runs the flow until ctx is cancelled, restarting it with
+// exponential backoff (1s to 1m) after a failure. A flow that ran for a while
+// before failing starts over at the shortest backoff.
+func (fr *flowRunner) supervise(ctx context.Context) {
+	const minBackoff, maxBackoff = time.Second, time.Minute
+	backoff := minBackoff
+	for {
+		fr.m.flowUp(fr.flow.Name(), true)
+		start := time.Now()
+		err := fr.run(ctx)
+		fr.m.flowUp(fr.flow.Name(), false)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 5*maxBackoff {
+			backoff = minBackoff
+		}
+		fr.m.flowRestart(fr.flow.Name())
+		fr.log.Error("flow failed; restarting", zap.Duration("backoff", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// run creates the flow's clients, runs its workers until ctx is cancelled or
+// one fails, and closes the clients in reverse order of creation.
+func (fr *flowRunner) run(ctx context.Context) (err error) {
+	f := fr.flow
+	var closers []func()
+	defer func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}()
+	newClient := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
+		c := f.Client(r)
+		// One kprom per client: it registers its collectors with the
+		// client's id as a label and unregisters them when the client closes.
+		kp := kprom.NewMetrics("mm2go", kprom.Subsystem("kgo"), kprom.Registerer(fr.reg), kprom.WithClientLabel())
+		opts := append(slices.Clone(c.Opts()), kgo.WithLogger(kgoLogger(fr.log, fr.lvl)), kgo.WithHooks(kp))
+		opts = append(opts, extra...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("create %s client for %s: %w", c.ID, c.Cluster, err)
+		}
+		closers = append(closers, cl.Close)
+		return cl, nil
+	}
+
+	src, err := newClient(config.RoleSourceConsumer, replicator.ConsumerOpts()...)
+	if err != nil {
+		return err
+	}
+	srcAdmin, err := newClient(config.RoleSourceAdmin)
+	if err != nil {
+		return err
+	}
+	dst, err := newClient(config.RoleTargetProducer, replicator.ProducerOpts()...)
+	if err != nil {
+		return err
+	}
+	dstAdmin, err := newClient(config.RoleTargetAdmin)
+	if err != nil {
+		return err
+	}
+	reader, err := newClient(config.RoleTargetConsumer, itopic.ReaderOpts()...)
+	if err != nil {
+		return err
+	}
+
+	rep, err := replicator.New(replicator.Options{
+		Flow:         f,
+		Policy:       policyFor(f),
+		Source:       src,
+		SourceAdmin:  kadm.NewClient(srcAdmin),
+		Target:       dst,
+		TargetAdmin:  kadm.NewClient(dstAdmin),
+		TargetReader: reader,
+		Log:          fr.log.Named("replicator"),
+		Registerer:   fr.reg,
+		DrainTimeout: fr.drainTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	fr.mu.Lock()
+	fr.rep = rep
+	fr.mu.Unlock()
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := rep.Run(gctx); err != nil {
+			return fmt.Errorf("replicate: %w", err)
+		}
+		return gctx.Err()
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// stats returns the current replicator's summary, if it is running.
+func (fr *flowRunner) stats() (replicator.Stats, bool) {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if fr.rep == nil {
+		return replicator.Stats{}, false
+	}
+	return fr.rep.Stats(), true
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a runtime failure
+	exitUsage   = 2 // bad flags or a bad configuration file: nothing was started
+)
+
+const usage = `mm2go replicates Kafka topics between clusters, configured by MirrorMaker 2's properties file.
+
+Usage:
+  mm2go [run] -c FILE [flags]     run every enabled flow until SIGINT/SIGTERM
+  mm2go demo [flags]              replicate between two in-process Kafka clusters
+  mm2go validate -c FILE          check a file and print the effective flows
+  mm2go version                   print the version
+
+Run 'mm2go COMMAND -h' for a command's flags.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 {
+		switch args[0] {
+		case "run", "demo", "validate", "version", "help", "-h", "--help":
+			cmd, args = args[0], args[1:]
+		}
+	}
+	switch cmd {
+	case "run":
+		return runDaemon(args, stdout, stderr)
+	case "demo":
+		return runDemo(args, stdout, stderr)
+	case "validate":
+		return runValidate(args, stdout, stderr)
+	case "version":
+		_, _ = fmt.Fprintf(stdout, "mm2go %s (commit %s)\n", version, commit)
+		return exitOK
+	default:
+		_, _ = fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+}
+
+// commonFlags are the flags every long-running command takes.
+type commonFlags struct {
+	logLevel     string
+	logFormat    string
+	listen       string
+	drainTimeout time.Duration
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
+	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log.format", string(logConsole), "log format: console or json")
+	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address for /metrics, /healthz and /readyz; empty disables it")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
+}
+
+// loadConfig loads the file and prints its warnings and errors. ok is false
+// when the file is unusable.
+func loadConfig(path string, log *zap.Logger, stderr io.Writer) (*config.Config, bool) {
+	cfg, warns, err := config.Load(path)
+	for _, w := range warns {
+		log.Warn("config", zap.String("key", w.Key), zap.String("problem", w.Message))
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: invalid configuration %s:\n", path)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			_, _ = fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		return nil, false
+	}
+	return cfg, true
+}
+
+func runDaemon(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mm2go run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cf       commonFlags
+		file     string
+		clusters string
+	)
+	fs.StringVar(&file, "c", "", "MirrorMaker 2 properties file (connect-mirror-maker.properties)")
+	fs.StringVar(&file, "config", "", "same as -c")
+	fs.StringVar(&clusters, "clusters", "", "comma-separated target cluster aliases: run only the flows into these (MM2's --clusters)")
+	cf.register(fs, ":9464")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	// MM2's own command line takes the file as its only positional argument.
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		_, _ = fmt.Fprintf(stderr, "mm2go: unexpected arguments %v\n", fs.Args())
+		return exitUsage
+	}
+	if file == "" {
+		_, _ = fmt.Fprintln(stderr, "mm2go: -c FILE is required (the MirrorMaker 2 properties file)")
+		return exitUsage
+	}
+
+	reg := prometheus.NewRegistry()
+	log, lvl, err := newLogger(stderr, cf.logLevel, logFormat(cf.logFormat), reg)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitUsage
+	}
+	defer func() { _ = log.Sync() }()
+	cfg, ok := loadConfig(file, log, stderr)
+	if !ok {
+		return exitUsage
+	}
+	var targets []string
+	if clusters != "" {
+		for _, c := range strings.Split(clusters, ",") {
+			targets = append(targets, strings.TrimSpace(c))
+		}
+	}
+	d, err := newDaemon(daemonOptions{
+		Config:        cfg,
+		Targets:       targets,
+		Log:           log,
+		Level:         lvl,
+		Registry:      reg,
+		ListenAddress: cf.listen,
+		DrainTimeout:  cf.drainTimeout,
+	})
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		s := <-sigs
+		log.Info("signal received; draining", zap.String("signal", s.String()))
+		cancel()
+		s = <-sigs
+		log.Warn("second signal; exiting without draining", zap.String("signal", s.String()))
+		_ = log.Sync()
+		os.Exit(exitFailure)
+	}()
+	if err := d.Run(ctx); err != nil {
+		log.Error("stopped", zap.Error(err))
+		return exitFailure
+	}
+	return exitOK
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mm2go validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var file string
+	fs.StringVar(&file, "c", "", "MirrorMaker 2 properties file")
+	fs.StringVar(&file, "config", "", "same as -c")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		_, _ = fmt.Fprintln(stderr, "mm2go validate: -c FILE is required")
+		return exitUsage
+	}
+	log, _, err := newLogger(stderr, "warn", logConsole, prometheus.NewRegistry())
+	if err != nil {
+		return exitUsage
+	}
+	cfg, ok := loadConfig(file, log, stderr)
+	if !ok {
+		return exitUsage
+	}
+	_, _ = fmt.Fprint(stdout, cfg.Dump())
+	return exitOK
+}
