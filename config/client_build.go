@@ -38,6 +38,13 @@ func (b *clientBuilder) build() {
 		opts = append(opts, kgo.SeedBrokers(c.BootstrapServers...))
 	}
 	opts = append(opts, kgo.ClientID(c.ID))
+	if b.kind == kindConsumer {
+		// The Java client's fetch.max.wait.ms default (500 ms), not kgo's
+		// 5s: partitions added to a consumer join only its next fetch
+		// request, so the long poll bounds how soon a new topic starts to
+		// be copied. A value in the file comes later and wins.
+		opts = append(opts, kgo.FetchMaxWait(500*time.Millisecond))
+	}
 	opts = append(opts, b.opts...)
 	if b.requestTimeout > 0 {
 		opts = append(opts, kgo.RequestTimeoutOverhead(b.requestTimeout))

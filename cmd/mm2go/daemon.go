@@ -78,6 +78,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		d.flows = append(d.flows, &flowRunner{
 			flow:         f,
 			log:          o.Log.With(zap.String("flow", f.Name())),
+			base:         o.Log,
 			lvl:          o.Level,
 			reg:          o.Registry,
 			m:            d.m,

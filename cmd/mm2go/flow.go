@@ -25,7 +25,8 @@ import (
 // with backoff when one fails; they stop together.
 type flowRunner struct {
 	flow *config.Flow
-	log  *zap.Logger
+	log  *zap.Logger // with the flow's name
+	base *zap.Logger // without it: workers add it themselves
 	lvl  zap.AtomicLevel
 	reg  prometheus.Registerer
 	m    *daemonMetrics
@@ -88,7 +89,11 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		// One kprom per client: it registers its collectors with the
 		// client's id as a label and unregisters them when the client closes.
 		kp := kprom.NewMetrics("mm2go", kprom.Subsystem("kgo"), kprom.Registerer(fr.reg), kprom.WithClientLabel())
-		opts := append(slices.Clone(c.Opts()), kgo.WithLogger(kgoLogger(fr.log, fr.lvl)), kgo.WithHooks(kp))
+		// Metadata is refreshed when a topic is discovered or created; kgo
+		// would otherwise wait until its last refresh is 5s old, delaying
+		// the copy of a new topic by as much.
+		opts := append(slices.Clone(c.Opts()), kgo.WithLogger(kgoLogger(fr.log, fr.lvl)), kgo.WithHooks(kp),
+			kgo.MetadataMinAge(250*time.Millisecond))
 		opts = append(opts, extra...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -127,7 +132,7 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		Target:       dst,
 		TargetAdmin:  kadm.NewClient(dstAdmin),
 		TargetReader: reader,
-		Log:          fr.log.Named("replicator"),
+		Log:          fr.base.Named("replicator"),
 		Registerer:   fr.reg,
 		DrainTimeout: fr.drainTimeout,
 	})

@@ -1,0 +1,24 @@
+# mm2go's developer entry points. `make test` is the README's test command and what .ci/run calls.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: build demo test test-unit vet tidy-check
+
+build: ## the mm2go binary in ./bin
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/mm2go ./cmd/mm2go
+
+demo: ## replicate between two in-process clusters (no Kafka needed)
+	go run ./cmd/mm2go demo
+
+test: ## everything: unit, kfake and real-Kafka end-to-end tests (starts and stops real Kafka)
+	./testbed/test.sh
+
+test-unit: ## only what needs no real Kafka (the real-Kafka tests skip)
+	go test -race -count=1 ./...
+
+vet:
+	gofmt -l . | (! grep .) && go vet ./...
+
+tidy-check:
+	go mod tidy && git diff --exit-code go.mod go.sum

@@ -1,0 +1,302 @@
+// Package e2e holds end-to-end tests of the mm2go binary against real Apache
+// Kafka clusters. They run when MM2GO_TEST_SEEDS (source) and
+// MM2GO_TEST_TARGET_SEEDS (target) are set, which the project's test command
+// does after starting two clusters with testbed/env.sh; otherwise they skip.
+//
+// Tests share the two clusters: each test uses its own cluster aliases and
+// topic prefix, so internal topics and remote topics never collide.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var (
+	sourceSeeds, targetSeeds []string
+	binary                   string // path of the mm2go binary under test
+)
+
+func TestMain(m *testing.M) {
+	if s := os.Getenv("MM2GO_TEST_SEEDS"); s != "" {
+		sourceSeeds = strings.Split(s, ",")
+	}
+	if s := os.Getenv("MM2GO_TEST_TARGET_SEEDS"); s != "" {
+		targetSeeds = strings.Split(s, ",")
+	}
+	code := func() int {
+		if len(sourceSeeds) > 0 {
+			dir, err := os.MkdirTemp("", "mm2go-e2e-bin-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			binary = filepath.Join(dir, "mm2go")
+			args := []string{"build", "-o", binary}
+			if raceEnabled {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, "github.com/mm2go/mm2go/cmd/mm2go")...)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build mm2go:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// needKafka skips the test unless real clusters are configured.
+func needKafka(t *testing.T) {
+	t.Helper()
+	if len(sourceSeeds) == 0 || len(targetSeeds) == 0 {
+		t.Skip("MM2GO_TEST_SEEDS and MM2GO_TEST_TARGET_SEEDS are not set; run the README's test command to start real Kafka")
+	}
+}
+
+// uid is a short random id that keeps a test's names apart from others'.
+func uid(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// env is one test's view of the two clusters.
+type env struct {
+	t              *testing.T
+	id             string // unique per test
+	src, dst       string // cluster aliases
+	srcCl, dstCl   *kgo.Client
+	srcAdm, dstAdm *kadm.Client
+	dir            string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	needKafka(t)
+	id := uid(t)
+	e := &env{t: t, id: id, src: "src" + id, dst: "dst" + id, dir: t.TempDir()}
+	var err error
+	// A short metadata cache age: the tests poll for topics that do not
+	// exist yet, and kgo would otherwise remember them as missing for 5s.
+	fresh := kgo.MetadataMinAge(100 * time.Millisecond)
+	e.srcCl, err = kgo.NewClient(kgo.SeedBrokers(sourceSeeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond), fresh)
+	require.NoError(t, err)
+	t.Cleanup(e.srcCl.Close)
+	e.dstCl, err = kgo.NewClient(kgo.SeedBrokers(targetSeeds...), fresh)
+	require.NoError(t, err)
+	t.Cleanup(e.dstCl.Close)
+	e.srcAdm, e.dstAdm = kadm.NewClient(e.srcCl), kadm.NewClient(e.dstCl)
+	return e
+}
+
+// topic is a source topic name unique to the test.
+func (e *env) topic(name string) string { return "t" + e.id + "-" + name }
+
+// remote is the name of a source topic on the target under the default policy.
+func (e *env) remote(topic string) string { return e.src + "." + topic }
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// createTopic creates a source topic.
+func (e *env) createTopic(name string, partitions int32, configs map[string]*string) {
+	e.t.Helper()
+	_, err := e.srcAdm.CreateTopic(e.ctx(), partitions, 1, configs, name)
+	require.NoError(e.t, err)
+}
+
+// config writes an MM2 properties file for the flow src->dst that
+// replicates the test's topics, with test-friendly intervals, plus extra
+// lines, and returns its path.
+func (e *env) config(extra ...string) string {
+	e.t.Helper()
+	lines := []string{
+		"clusters = " + e.src + ", " + e.dst,
+		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
+		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
+		e.src + "->" + e.dst + ".enabled = true",
+		e.src + "->" + e.dst + ".topics = t" + e.id + "-.*",
+		e.dst + "->" + e.src + ".enabled = false",
+		"replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		e.dst + ".offset.storage.replication.factor = 1",
+		e.dst + ".offset.flush.interval.ms = 500",
+		"refresh.topics.interval.seconds = 1",
+	}
+	lines = append(lines, extra...)
+	path := filepath.Join(e.dir, "mm2.properties")
+	require.NoError(e.t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return path
+}
+
+// proc is a running mm2go process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs the mm2go binary with args; the test's cleanup kills it if it
+// still runs and logs its output when the test failed.
+func (e *env) start(args ...string) *proc {
+	e.t.Helper()
+	p := &proc{cmd: exec.Command(binary, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	require.NoError(e.t, p.cmd.Start())
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if e.t.Failed() {
+			e.t.Logf("mm2go %v output:\n%s", args, p.out.String())
+		}
+	})
+	return p
+}
+
+// signal sends sig and, for SIGTERM, waits up to timeout for a clean exit.
+func (p *proc) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) int {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("mm2go did not exit within %s after %s", timeout, sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// wait waits for the process to exit on its own and returns its exit code.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("mm2go did not exit within %s", timeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// rec is what the tests compare of a record.
+type rec struct {
+	Key, Value []byte
+	KeyNil     bool
+	Headers    []kgo.RecordHeader
+	Timestamp  int64 // ms
+}
+
+func recOf(r *kgo.Record) rec {
+	return rec{Key: r.Key, KeyNil: r.Key == nil, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp.UnixMilli()}
+}
+
+// readAll reads every record of topic up to its current end, per partition,
+// waiting until the end offsets are at least min (per partition sum) or the
+// deadline passes.
+func readAll(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	require.NoError(t, err)
+	want := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := make(map[int32][]*kgo.Record)
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s: still waiting for partitions %v", topic, want)
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s[%d]: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			out[r.Partition] = append(out[r.Partition], r)
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// eventually polls cond every 200ms until it returns true or timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// endOffsets sums the end offsets of topic on a cluster (0 if missing).
+func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			n += o.Offset
+		}
+	})
+	return n
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# env.sh: the two real Kafka clusters the project's tests run against.
+#
+#   eval "$(testbed/env.sh up)"   setup.sh (idempotent, fast when lib/ is complete), then two
+#                                 single-node KRaft clusters, `primary` (the MM2 source) and
+#                                 `secondary` (the target), started in parallel; returns once both
+#                                 answer requests and prints on stdout only:
+#                                   export MM2GO_TEST_SEEDS=127.0.0.1:19092
+#                                   export MM2GO_TEST_TARGET_SEEDS=127.0.0.1:29092
+#                                   export MM2GO_TESTBED=<absolute path of this directory>
+#                                   export MM2GO_KAFKA_ROOT=<KAFKA_ROOT>
+#                                 Clusters with those names that already run on those ports and
+#                                 answer are reused (same output); broken or stale ones are
+#                                 replaced.
+#   testbed/env.sh down           stop both clusters (plus any other cluster or MM2 instance
+#                                 under KAFKA_ROOT) and delete their data
+#   testbed/env.sh status         one line per node and MM2 instance under KAFKA_ROOT
+#
+# Environment: MM2GO_PRIMARY_PORT (19092), MM2GO_SECONDARY_PORT (29092); controller ports are the
+# broker ports + 1000. KAFKA_ROOT (default /tmp/mm2go-kafka) holds their state. Every knob of
+# kafka-cluster.sh and kafka-env.sh (KAFKA_JVM_PROFILE, KAFKA_HEAP, KAFKA_EXTRA_PROPS, ...)
+# applies. Progress and errors go to stderr.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=kafka-env.sh
+. "$HERE/kafka-env.sh"
+KC="$HERE/kafka-cluster.sh"
+export KAFKA_ROOT
+
+PRIMARY_PORT="${MM2GO_PRIMARY_PORT:-19092}"
+SECONDARY_PORT="${MM2GO_SECONDARY_PORT:-29092}"
+
+usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
+
+# up_one NAME PORT: reuse a healthy cluster on PORT, else (re)start it. Prints nothing on stdout.
+up_one() {
+  local name="$1" port="$2" cdir="$KAFKA_ROOT/$1"
+  if [[ -d "$cdir" ]]; then
+    if "$KC" healthy "$name" && [[ "$(cat "$cdir/bootstrap" 2>/dev/null)" == "127.0.0.1:$port" ]]; then
+      say "reusing running cluster '$name' on 127.0.0.1:$port"
+      return 0
+    fi
+    say "replacing stale or unhealthy cluster '$name'"
+    KAFKA_STOP_SIGNAL=KILL "$KC" stop "$name"
+  fi
+  "$KC" start "$name" "$port" "$((port + 1000))" >/dev/null
+}
+
+down_all() {
+  local f d pid
+  for f in "$KAFKA_ROOT"/mm2-*/pid; do
+    [[ -f "$f" ]] || continue
+    d="${f%/pid}"; "$HERE/mm2.sh" stop "${d##*/mm2-}" || true
+    [[ "${KEEP_DATA:-0}" == 1 ]] || rm -rf "$d"
+  done
+  local -a pids=()
+  for f in "$KAFKA_ROOT"/*/nodes; do
+    [[ -f "$f" ]] || continue
+    d="${f%/nodes}"
+    "$KC" stop "${d##*/}" & pids+=($!)   # honours KEEP_DATA and KAFKA_STOP_SIGNAL
+  done
+  local rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  rm -f "$KAFKA_ROOT"/mm2.properties
+  rmdir "$KAFKA_ROOT" 2>/dev/null || true
+  return "$rc"
+}
+
+cmd="${1:-}"
+case "$cmd" in
+  up)
+    t0=$(now_ms)
+    "$HERE/setup.sh" >&2
+    [[ "$PRIMARY_PORT" != "$SECONDARY_PORT" ]] || die "MM2GO_PRIMARY_PORT and MM2GO_SECONDARY_PORT are both $PRIMARY_PORT"
+    mkdir -p "$KAFKA_ROOT"
+    # Both clusters start at the same time (two JVMs on two cores).
+    up_one primary "$PRIMARY_PORT" & p1=$!
+    up_one secondary "$SECONDARY_PORT" & p2=$!
+    rc=0
+    wait "$p1" || rc=1
+    wait "$p2" || rc=1
+    if (( rc != 0 )); then
+      # leave no JVM behind; keep the directories so node.log can be read (the next `up` replaces them)
+      KEEP_DATA=1 KAFKA_STOP_SIGNAL=KILL down_all >/dev/null 2>&1 || true
+      die "could not bring up the clusters (messages above; logs under $KAFKA_ROOT/*/node1/node.log)"
+    fi
+    say "primary 127.0.0.1:$PRIMARY_PORT and secondary 127.0.0.1:$SECONDARY_PORT ready in $(( $(now_ms) - t0 )) ms"
+    printf 'export MM2GO_TEST_SEEDS=127.0.0.1:%s\n' "$PRIMARY_PORT"
+    printf 'export MM2GO_TEST_TARGET_SEEDS=127.0.0.1:%s\n' "$SECONDARY_PORT"
+    printf 'export MM2GO_TESTBED=%q\n' "$HERE"
+    printf 'export MM2GO_KAFKA_ROOT=%q\n' "$KAFKA_ROOT" ;;
+  down)
+    [[ -d "$KAFKA_ROOT" ]] || { say "nothing under $KAFKA_ROOT"; exit 0; }
+    down_all ;;
+  status)
+    "$KC" status
+    for f in "$KAFKA_ROOT"/mm2-*/pid; do
+      [[ -f "$f" ]] || continue
+      d="${f%/pid}"; echo "mm2 ${d##*/mm2-} $("$HERE/mm2.sh" status "${d##*/mm2-}")"
+    done ;;
+  *) usage ;;
+esac

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# test.sh: the project's whole test suite, as the README's `make test` runs it.
+#
+# Starts the two real Kafka clusters (testbed/env.sh up: jars from Maven Central on the first
+# run, then two single-node KRaft brokers), runs every Go test with the race detector against
+# them (unit, kfake and real-Kafka end-to-end tests alike), and stops the clusters again.
+#
+#   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
+#   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+command -v go >/dev/null || { echo "test.sh: go not found" >&2; exit 1; }
+exports="$(testbed/env.sh up)"
+eval "$exports"
+if [[ "${MM2GO_KEEP_KAFKA:-0}" != 1 ]]; then
+  trap 'testbed/env.sh down >/dev/null 2>&1 || true' EXIT
+fi
+echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS" >&2
+# shellcheck disable=SC2086
+go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
