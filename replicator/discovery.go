@@ -77,9 +77,9 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		}
 	}
 	sort.Strings(create)
-	created := r.createRemoteTopics(ctx, create, want, remoteOf)
+	created, fresh := r.createRemoteTopics(ctx, create, want, remoteOf)
 
-	add := make(map[string]map[int32]kgo.Offset)
+	var news []newPart
 	for name, d := range want {
 		rt := remoteOf[name]
 		remoteParts := 0
@@ -101,46 +101,42 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			if int(pd.Partition) >= remoteParts {
 				continue // the remote topic cannot hold it yet; retried next refresh
 			}
-			if off, ok := r.assign(name, rt, pd.Partition); ok {
-				if add[name] == nil {
-					add[name] = make(map[int32]kgo.Offset)
-				}
-				add[name][pd.Partition] = off
+			if r.lookup(name, pd.Partition) == nil {
+				news = append(news, newPart{topic: name, remote: rt, partition: pd.Partition})
 			}
 		}
 	}
+	plans, err := r.plan(ctx, news, fresh)
+	if err != nil {
+		return err
+	}
+	add := make(map[string]map[int32]kgo.Offset)
+	r.mu.Lock()
+	for _, np := range news {
+		pl, ok := plans[tp{np.topic, np.partition}]
+		if !ok {
+			continue
+		}
+		p := newPartition(np.topic, np.remote, np.partition, pl.start, r.o.Flow.OffsetLagMax, r.m.partitionMetrics(r.flow, np.topic))
+		for _, pair := range pl.tail {
+			p.observe(pair[0], pair[1], false)
+			p.acked.Store(pair[0])
+		}
+		p.next, p.lastData = pl.from, pl.from-1
+		if r.parts[np.topic] == nil {
+			r.parts[np.topic] = make(map[int32]*partition)
+		}
+		r.parts[np.topic][np.partition] = p
+		if add[np.topic] == nil {
+			add[np.topic] = make(map[int32]kgo.Offset)
+		}
+		add[np.topic][np.partition] = kgo.NewOffset().At(pl.from)
+	}
+	r.mu.Unlock()
 	if len(add) > 0 {
 		r.o.Source.AddConsumePartitions(add)
 	}
 	return nil
-}
-
-// assign registers a partition for copying and returns where to start, or
-// false when it is already being copied.
-func (r *Replicator) assign(topic, remote string, part int32) (kgo.Offset, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ps := r.parts[topic]
-	if ps == nil {
-		ps = make(map[int32]*partition)
-		r.parts[topic] = ps
-	}
-	if _, ok := ps[part]; ok {
-		return kgo.Offset{}, false
-	}
-	resume := int64(-1)
-	if s, ok := r.stored[topic][part]; ok && s >= 0 {
-		resume = s
-	}
-	ps[part] = newPartition(topic, remote, part, resume, r.m.partitionMetrics(r.flow, topic))
-	switch {
-	case resume >= 0:
-		return kgo.NewOffset().At(resume + 1), true
-	case r.o.Flow.SourceAutoOffsetReset == config.OffsetResetLatest:
-		return kgo.NewOffset().AtEnd(), true
-	default:
-		return kgo.NewOffset().AtStart(), true
-	}
 }
 
 // dropVanished stops copying topics that no longer exist on the source (or
@@ -169,6 +165,12 @@ func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm
 		}
 		for i, p := range ps {
 			r.stored[t][i] = p.acked.Load()
+			p.mu.Lock()
+			if p.segOpen {
+				last := p.seg
+				r.maps[tp{t, i}] = mapState{last: &last}
+			}
+			p.mu.Unlock()
 		}
 	}
 	r.mu.Unlock()
@@ -185,11 +187,13 @@ func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm
 // createRemoteTopics creates the remote topics of the named source topics
 // with the source's partition count, the flow's replication factor and the
 // source's non-default configs that the flow does not exclude (MM2's
-// creation mode). It returns which ones exist now.
-func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, details map[string]kadm.TopicDetail, remoteOf map[string]string) map[string]bool {
+// creation mode). It returns which source topics have a remote topic now,
+// and the remote topics it created (empty ones).
+func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, details map[string]kadm.TopicDetail, remoteOf map[string]string) (exists, fresh map[string]bool) {
 	created := make(map[string]bool, len(topics))
+	fresh = make(map[string]bool, len(topics))
 	if len(topics) == 0 {
-		return created
+		return created, fresh
 	}
 	configs := r.sourceConfigs(ctx, topics)
 	for _, t := range topics {
@@ -198,6 +202,7 @@ func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, de
 		switch {
 		case err == nil:
 			created[t] = true
+			fresh[rt] = true
 			r.m.topicCreated(r.flow)
 			r.log.Info("remote topic created", zap.String("topic", t), zap.String("target_topic", rt),
 				zap.Int32("partitions", resp.NumPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
@@ -208,7 +213,7 @@ func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, de
 			r.log.Warn("create remote topic; retried at the next refresh", zap.String("topic", t), zap.String("target_topic", rt), zap.Error(err))
 		}
 	}
-	return created
+	return created, fresh
 }
 
 // sourceConfigs returns, per topic, the configs MM2 copies when it creates a

@@ -2,27 +2,33 @@ package replicator
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/mm2go/mm2go/internal/metric"
 )
 
 // Error reasons, the values of the reason label. Keep the set small and
 // stable: dashboards and alerts match on it.
 const (
-	reasonProduce        = "produce"
-	reasonRecordTooLarge = "record_too_large"
-	reasonAuthorization  = "authorization"
-	reasonTopicCreate    = "topic_create"
-	reasonPartitions     = "partition_create"
-	reasonDiscovery      = "discovery"
-	reasonProgressWrite  = "progress_write"
-	reasonFetch          = "fetch"
-	reasonSourceGap      = "source_records_lost"
-	reasonSourceRewound  = "source_rewound"
-	reasonTopicDeleted   = "source_topic_deleted"
+	reasonProduce         = "produce"
+	reasonRecordTooLarge  = "record_too_large"
+	reasonAuthorization   = "authorization"
+	reasonTopicCreate     = "topic_create"
+	reasonPartitions      = "partition_create"
+	reasonDiscovery       = "discovery"
+	reasonProgressWrite   = "progress_write"
+	reasonFetch           = "fetch"
+	reasonSourceGap       = "source_records_lost"
+	reasonSourceRewound   = "source_rewound"
+	reasonTopicDeleted    = "source_topic_deleted"
+	reasonOffsetMap       = "offset_map"
+	reasonOffsetSyncs     = "offset_syncs_write"
+	reasonTargetTruncated = "target_truncated"
+	reasonForeignRecords  = "foreign_records"
 )
 
-// metrics are the replicator's Prometheus metrics. A nil *metrics is valid
-// and records nothing.
+// metrics are the replicator's Prometheus metrics, shared by every
+// replicator on the same registry (one per flow, rebuilt on restart). A nil
+// *metrics is valid and records nothing.
 type metrics struct {
 	records       *prometheus.CounterVec
 	bytes         *prometheus.CounterVec
@@ -33,50 +39,65 @@ type metrics struct {
 	stalled       *prometheus.GaugeVec
 	topicsCreated *prometheus.CounterVec
 	flushes       *prometheus.CounterVec
+	syncs         *prometheus.CounterVec
+	segments      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return nil
 	}
-	f := promauto.With(reg)
+	counter := func(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
+		return metric.Shared(reg, prometheus.NewCounterVec(o, labels))
+	}
+	gauge := func(o prometheus.GaugeOpts, labels ...string) *prometheus.GaugeVec {
+		return metric.Shared(reg, prometheus.NewGaugeVec(o, labels))
+	}
 	return &metrics{
-		records: f.NewCounterVec(prometheus.CounterOpts{
+		records: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_records_total",
 			Help: "Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
-		}, []string{"flow", "topic"}),
-		bytes: f.NewCounterVec(prometheus.CounterOpts{
+		}, "flow", "topic"),
+		bytes: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_bytes_total",
 			Help: "Key, value and header bytes of records the target acknowledged, by flow and source topic (MM2's byte-count counts values only).",
-		}, []string{"flow", "topic"}),
-		lag: f.NewGaugeVec(prometheus.GaugeOpts{
+		}, "flow", "topic"),
+		lag: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_lag_records",
 			Help: "Source offsets not yet acknowledged by the target, summed over the topic's partitions.",
-		}, []string{"flow", "topic"}),
-		errors: f.NewCounterVec(prometheus.CounterOpts{
+		}, "flow", "topic"),
+		errors: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_errors_total",
 			Help: "Errors by reason; every one is also logged.",
-		}, []string{"flow", "reason"}),
-		lost: f.NewCounterVec(prometheus.CounterOpts{
+		}, "flow", "reason"),
+		lost: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_source_records_lost_total",
 			Help: "Source offsets removed by retention before they were copied.",
-		}, []string{"flow", "topic"}),
-		partitions: f.NewGaugeVec(prometheus.GaugeOpts{
+		}, "flow", "topic"),
+		partitions: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions",
 			Help: "Source partitions assigned to the flow.",
-		}, []string{"flow"}),
-		stalled: f.NewGaugeVec(prometheus.GaugeOpts{
+		}, "flow"),
+		stalled: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions_stalled",
 			Help: "Source partitions whose copying is paused after a write failure and retried with backoff.",
-		}, []string{"flow"}),
-		topicsCreated: f.NewCounterVec(prometheus.CounterOpts{
+		}, "flow"),
+		topicsCreated: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_topics_created_total",
 			Help: "Remote topics created on the target.",
-		}, []string{"flow"}),
-		flushes: f.NewCounterVec(prometheus.CounterOpts{
+		}, "flow"),
+		flushes: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_progress_flushes_total",
 			Help: "Writes of source progress to the Connect offsets topic on the target.",
-		}, []string{"flow"}),
+		}, "flow"),
+		syncs: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_offset_syncs_total",
+			Help: "Records written to MM2's offset-syncs topic.",
+		}, "flow"),
+		segments: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_offset_map_segments_total",
+			Help: "Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
+		}, "flow"),
 	}
 }
 
@@ -124,5 +145,12 @@ func (m *metrics) topicCreated(flow string) {
 func (m *metrics) flushed(flow string) {
 	if m != nil {
 		m.flushes.WithLabelValues(flow).Inc()
+	}
+}
+
+func (m *metrics) flushWrote(flow string, syncs, segments int) {
+	if m != nil {
+		m.syncs.WithLabelValues(flow).Add(float64(syncs))
+		m.segments.WithLabelValues(flow).Add(float64(segments))
 	}
 }

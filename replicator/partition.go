@@ -2,17 +2,21 @@ package replicator
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mm2go/mm2go/policy"
 )
 
 // partition is the copy state of one source partition.
 //
-// Ownership: the poll loop owns next, paused and retryAt; the producer's
-// promise goroutine (kgo calls promises serially) owns lastUp and lastDown;
-// everything read across goroutines is atomic.
+// Ownership: the poll loop owns next, lastData, paused, retryAt and backoff;
+// the producer's promise goroutine (kgo calls promises serially) changes the
+// offset map and sync state under mu, which the flush loop reads; everything
+// else read across goroutines is atomic.
 type partition struct {
 	topic     string // source topic
 	remote    string // target topic
@@ -41,6 +45,9 @@ type partition struct {
 	// position is markerEnd.
 	markerEnd, markerAfter atomic.Int64
 
+	// removed is set when the source topic vanished or left the filter.
+	removed atomic.Bool
+
 	// Poll loop only.
 	next     int64 // next upstream offset expected from the fetcher; -1 unknown
 	lastData int64 // upstream offset of the last data record handed to the producer
@@ -48,11 +55,21 @@ type partition struct {
 	retryAt  time.Time
 	backoff  time.Duration
 
-	// removed is set when the source topic vanished or left the filter.
-	removed atomic.Bool
+	// Guarded by mu: the exact offset map and MM2's offset syncs, changed
+	// by the promise goroutine per acknowledged record, taken by the flush.
+	mu       sync.Mutex
+	seg      policy.Segment // the open segment, valid when segOpen
+	segOpen  bool
+	segDirty bool             // the open segment changed since it was last taken
+	closed   []policy.Segment // closed segments not yet written
+	downNext int64            // downstream offset the next record is expected at
+	syncer   syncDecider
+	syncs    []policy.OffsetSync // syncs MM2's rule says must be sent
+	delayed  policy.OffsetSync   // the newest position, sent at the next flush
+	hasDelay bool
 
-	// Promise goroutine only.
-	lastUp, lastDown int64
+	// Flush loop only.
+	posWritten policy.Position
 
 	m partitionMetrics
 }
@@ -62,16 +79,70 @@ type partitionMetrics struct {
 	bytes   prometheus.Counter
 }
 
-func newPartition(topic, remote string, p int32, resumeAfter int64, m partitionMetrics) *partition {
-	pt := &partition{topic: topic, remote: remote, partition: p, next: -1, lastData: resumeAfter, lastUp: -1, lastDown: -1, m: m}
-	pt.acked.Store(resumeAfter)
+// start describes where copying of a partition resumes and what is known of
+// the offset map there.
+type start struct {
+	// from is the first upstream offset to fetch; -1 means the reset
+	// policy decides (nothing stored).
+	from int64
+	// stored is the offset in the progress topic (-1 if none).
+	stored int64
+	// open is the segment copying continues, if the last copied record is
+	// known; downNext is the downstream offset of the next record.
+	open     *policy.Segment
+	downNext int64
+}
+
+func newPartition(topic, remote string, p int32, st start, lagMax int64, m partitionMetrics) *partition {
+	pt := &partition{topic: topic, remote: remote, partition: p, next: st.from, lastData: st.from - 1, m: m}
+	pt.acked.Store(st.from - 1)
+	pt.flushed.Store(st.stored)
 	pt.markerEnd.Store(-1)
-	pt.flushed.Store(resumeAfter)
 	pt.end.Store(-1)
-	if resumeAfter >= 0 {
-		pt.next = resumeAfter + 1
+	pt.syncer = newSyncDecider(lagMax)
+	pt.downNext = st.downNext
+	pt.posWritten = policy.Position{Next: -1, DownNext: -1}
+	if st.open != nil {
+		pt.seg, pt.segOpen = *st.open, true
 	}
 	return pt
+}
+
+// observe records that upstream offset up was acknowledged at downstream
+// offset down: it extends the open segment or starts a new one, and applies
+// MM2's sync rule. Callers hold mu.
+func (p *partition) observe(up, down int64, syncs bool) {
+	if p.segOpen && up == p.seg.Last+1 && down == p.seg.LastDown()+1 {
+		p.seg.Last = up
+	} else {
+		if p.segOpen {
+			p.closed = append(p.closed, p.seg)
+		}
+		p.seg = policy.Segment{Topic: p.topic, Partition: p.partition, From: up, Last: up, Down: down}
+		p.segOpen = true
+	}
+	p.segDirty = true
+	p.downNext = down + 1
+	if syncs {
+		s := policy.OffsetSync{Topic: p.topic, Partition: p.partition, UpstreamOffset: up, DownstreamOffset: down}
+		if p.syncer.update(up, down) {
+			p.syncs = append(p.syncs, s)
+			p.hasDelay = false
+		} else {
+			p.delayed, p.hasDelay = s, true
+		}
+	}
+}
+
+// position is where copying stands: the next upstream offset to copy, past
+// the acknowledged records and any transaction markers after them.
+func (p *partition) position() int64 {
+	acked := p.acked.Load()
+	pos := acked + 1
+	if me := p.markerEnd.Load(); me > pos && acked >= p.markerAfter.Load() {
+		pos = me
+	}
+	return pos
 }
 
 // lag is the number of source offsets not yet acknowledged by the target, or
@@ -81,16 +152,62 @@ func (p *partition) lag() int64 {
 	if end < 0 {
 		return -1
 	}
-	acked := p.acked.Load()
-	pos := acked + 1
-	if me := p.markerEnd.Load(); me > pos && acked >= p.markerAfter.Load() {
-		pos = me
+	return max(end-p.position(), 0)
+}
+
+// pending is what a partition has to write at a flush.
+type pending struct {
+	p        *partition
+	progress int64 // upstream offset for the progress topic, -1 if unchanged
+	segs     []policy.Segment
+	pos      *policy.Position
+	syncs    []policy.OffsetSync
+}
+
+// take removes what the partition has to write. After a failed write, give
+// puts it back.
+func (p *partition) take() pending {
+	pd := pending{p: p, progress: -1}
+	if a := p.acked.Load(); a > p.flushed.Load() {
+		pd.progress = a
 	}
-	l := end - pos
-	if l < 0 {
-		return 0
+	p.mu.Lock()
+	pd.segs = p.closed
+	p.closed = nil
+	if p.segDirty {
+		pd.segs = append(pd.segs, p.seg)
+		p.segDirty = false
 	}
-	return l
+	pd.syncs = p.syncs
+	p.syncs = nil
+	if p.hasDelay {
+		pd.syncs = append(pd.syncs, p.delayed)
+		p.hasDelay = false
+	}
+	downNext := p.downNext
+	p.mu.Unlock()
+	pos := policy.Position{Topic: p.topic, Partition: p.partition, Next: p.position(), DownNext: downNext}
+	if pos.Next >= 0 && (pos.Next != p.posWritten.Next || pos.DownNext != p.posWritten.DownNext) {
+		pd.pos = &pos
+	}
+	return pd
+}
+
+func (pd pending) empty() bool {
+	return pd.progress < 0 && len(pd.segs) == 0 && pd.pos == nil && len(pd.syncs) == 0
+}
+
+// give puts back what a failed write did not store, so the next flush
+// writes it. Segments and syncs written later supersede or follow these.
+func (p *partition) give(pd pending) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(pd.segs); n > 0 {
+		// The last taken segment may be the open one; rewriting it is
+		// harmless (same key, a newer value follows).
+		p.closed = append(pd.segs, p.closed...)
+	}
+	p.syncs = append(pd.syncs, p.syncs...)
 }
 
 // batch is one fetched run of records of one partition handed to the

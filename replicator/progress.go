@@ -63,33 +63,14 @@ func (pg *progress) load(ctx context.Context, reader *kgo.Client, log *zap.Logge
 	return stored, nil
 }
 
-// entry is one partition's progress to store.
-type entry struct {
-	p      *partition
-	offset int64
-}
-
-// write stores the entries and waits for the target to acknowledge them. On
-// success each partition's flushed offset is advanced.
-func (pg *progress) write(ctx context.Context, es []entry) error {
-	if len(es) == 0 {
-		return nil
+// record encodes the progress of p: offset is the last copied upstream
+// offset.
+func (pg *progress) record(p *partition, offset int64) *kgo.Record {
+	key := policy.SourceOffsetKey{Cluster: pg.source, Topic: p.topic, Partition: p.partition}.Encode()
+	return &kgo.Record{
+		Topic:     pg.topic,
+		Partition: policy.ConnectOffsetPartition(key, pg.partitions),
+		Key:       key,
+		Value:     policy.EncodeConnectOffset(offset),
 	}
-	recs := make([]*kgo.Record, len(es))
-	for i, e := range es {
-		key := policy.SourceOffsetKey{Cluster: pg.source, Topic: e.p.topic, Partition: e.p.partition}.Encode()
-		recs[i] = &kgo.Record{
-			Topic:     pg.topic,
-			Partition: policy.ConnectOffsetPartition(key, pg.partitions),
-			Key:       key,
-			Value:     policy.EncodeConnectOffset(e.offset),
-		}
-	}
-	if err := pg.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("write progress to %s: %w", pg.topic, err)
-	}
-	for _, e := range es {
-		e.p.flushed.Store(e.offset)
-	}
-	return nil
 }

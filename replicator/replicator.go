@@ -54,9 +54,18 @@ type Options struct {
 	// flow's target producer options followed by ProducerOpts.
 	Target      *kgo.Client
 	TargetAdmin *kadm.Client
-	// TargetReader reads the progress topic at start; build it with
-	// itopic.ReaderOpts. It is not used after start.
+	// TargetReader reads the progress and offset map topics and the tails
+	// of remote partitions; build it with itopic.ReaderOpts.
 	TargetReader *kgo.Client
+	// SourceReader reads source records when a restart reconciles what the
+	// target already holds; build it like Source (same isolation level)
+	// with kgo.KeepControlRecords.
+	SourceReader *kgo.Client
+	// SyncProducer writes MM2's offset syncs when the flow keeps them on
+	// the source cluster (offset-syncs.topic.location=source, the
+	// default); it may be nil when offset syncs are disabled or on the
+	// target, where Target writes them.
+	SyncProducer *kgo.Client
 
 	Log        *zap.Logger
 	Registerer prometheus.Registerer
@@ -70,6 +79,9 @@ type Options struct {
 	// LagInterval is how often end offsets are listed for the lag gauges;
 	// default 5s.
 	LagInterval time.Duration
+	// PruneInterval is how often the offset map is pruned of segments
+	// below the source's log start; default 1h.
+	PruneInterval time.Duration
 }
 
 // ConsumerOpts are the options the source client needs on top of the flow's
@@ -105,6 +117,11 @@ type Replicator struct {
 	sel    policy.TopicSelector
 	pg     *progress
 	stored map[string]map[int32]int64 // progress read at start; refresh goroutine only
+	maps   map[tp]mapState            // offset map read at start; refresh goroutine only
+
+	mapTopic  string      // mm2go's offset map on the target
+	syncTopic string      // MM2's offset syncs, "" when disabled
+	syncCl    *kgo.Client // writes syncTopic
 
 	mu    sync.Mutex
 	parts map[string]map[int32]*partition // source topic -> partition -> state
@@ -120,8 +137,10 @@ func New(o Options) (*Replicator, error) {
 	switch {
 	case o.Flow == nil:
 		return nil, errors.New("replicator: flow is required")
-	case o.Source == nil || o.SourceAdmin == nil || o.Target == nil || o.TargetAdmin == nil || o.TargetReader == nil:
-		return nil, errors.New("replicator: source, source admin, target, target admin and target reader clients are required")
+	case o.Source == nil || o.SourceAdmin == nil || o.Target == nil || o.TargetAdmin == nil || o.TargetReader == nil || o.SourceReader == nil:
+		return nil, errors.New("replicator: source, source admin, source reader, target, target admin and target reader clients are required")
+	case o.Flow.EmitOffsetSyncsEnabled && o.Flow.OffsetSyncsTopicLocation == config.LocationSource && o.SyncProducer == nil:
+		return nil, errors.New("replicator: a sync producer on the source is required for offset-syncs.topic.location=source")
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -137,6 +156,9 @@ func New(o Options) (*Replicator, error) {
 	}
 	if o.LagInterval <= 0 {
 		o.LagInterval = 5 * time.Second
+	}
+	if o.PruneInterval <= 0 {
+		o.PruneInterval = time.Hour
 	}
 	f := o.Flow
 	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
@@ -154,7 +176,15 @@ func New(o Options) (*Replicator, error) {
 			HeartbeatsReplication: f.HeartbeatsReplicationEnabled,
 			TargetAlias:           f.Target,
 		},
-		parts: make(map[string]map[int32]*partition),
+		parts:    make(map[string]map[int32]*partition),
+		mapTopic: policy.OffsetMapTopic(f.Source),
+	}
+	if f.EmitOffsetSyncsEnabled {
+		if f.OffsetSyncsTopicLocation == config.LocationTarget {
+			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Source), o.Target
+		} else {
+			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Target), o.SyncProducer
+		}
 	}
 	r.promise = r.onProduced
 	return r, nil
@@ -169,17 +199,15 @@ func New(o Options) (*Replicator, error) {
 func (r *Replicator) Run(ctx context.Context) error {
 	f := r.o.Flow
 	startCtx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
-	n, err := itopic.Ensure(startCtx, r.o.TargetAdmin, itopic.Spec{
-		Name:              f.OffsetStorageTopic,
-		Partitions:        f.OffsetStoragePartitions,
-		ReplicationFactor: f.OffsetStorageReplicationFactor,
-	})
+	err := r.ensureTopics(startCtx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("ensure progress topic on %s: %w", f.Target, err)
+		return err
 	}
-	r.pg = &progress{topic: f.OffsetStorageTopic, partitions: n, source: f.Source, cl: r.o.Target}
 	if r.stored, err = r.pg.load(ctx, r.o.TargetReader, r.log); err != nil {
+		return err
+	}
+	if r.maps, err = r.loadMap(ctx); err != nil {
 		return err
 	}
 	startCtx, cancel = context.WithTimeout(ctx, f.AdminTimeout)
@@ -201,6 +229,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0 {
 		g.Go(func() error { return r.refreshLoop(gctx) })
 	}
+	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
 	runErr := g.Wait()
 
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.DrainTimeout)
@@ -214,6 +243,44 @@ func (r *Replicator) Run(ctx context.Context) error {
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
+	}
+	return nil
+}
+
+// ensureTopics creates the flow's internal topics where missing: the
+// Connect offsets topic and mm2go's offset map on the target, and MM2's
+// offset-syncs topic where the flow keeps it.
+func (r *Replicator) ensureTopics(ctx context.Context) error {
+	f := r.o.Flow
+	n, err := itopic.Ensure(ctx, r.o.TargetAdmin, itopic.Spec{
+		Name:              f.OffsetStorageTopic,
+		Partitions:        f.OffsetStoragePartitions,
+		ReplicationFactor: f.OffsetStorageReplicationFactor,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure progress topic on %s: %w", f.Target, err)
+	}
+	r.pg = &progress{topic: f.OffsetStorageTopic, partitions: n, source: f.Source, cl: r.o.Target}
+	if _, err := itopic.Ensure(ctx, r.o.TargetAdmin, itopic.Spec{
+		Name:              r.mapTopic,
+		Partitions:        1,
+		ReplicationFactor: f.OffsetStorageReplicationFactor,
+	}); err != nil {
+		return fmt.Errorf("ensure offset map topic on %s: %w", f.Target, err)
+	}
+	if r.syncTopic == "" {
+		return nil
+	}
+	adm, cluster := r.o.SourceAdmin, f.Source
+	if f.OffsetSyncsTopicLocation == config.LocationTarget {
+		adm, cluster = r.o.TargetAdmin, f.Target
+	}
+	if _, err := itopic.Ensure(ctx, adm, itopic.Spec{
+		Name:              r.syncTopic,
+		Partitions:        1,
+		ReplicationFactor: f.OffsetSyncsTopicReplicationFactor,
+	}); err != nil {
+		return fmt.Errorf("ensure offset-syncs topic on %s: %w", cluster, err)
 	}
 	return nil
 }
@@ -375,8 +442,10 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 		r.fail(p, m.up, err)
 		return
 	}
+	p.mu.Lock()
+	p.observe(m.up, rec.Offset, r.syncTopic != "")
 	p.acked.Store(m.up)
-	p.lastUp, p.lastDown = m.up, rec.Offset
+	p.mu.Unlock()
 	p.m.records.Inc()
 	size := len(rec.Key) + len(rec.Value)
 	for _, h := range rec.Headers {
@@ -446,7 +515,8 @@ func (r *Replicator) retryStalled() {
 		p.epoch.Add(1)
 		p.failed.Store(false)
 		p.paused = false
-		p.next = from
+		p.next, p.lastData = from, from-1
+		p.markerEnd.Store(-1)
 		r.o.Source.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: from}}})
 		r.o.Source.ResumeFetchPartitions(map[string][]int32{p.topic: {p.partition}})
 		r.log.Info("retry stalled partition", zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", from))
@@ -483,22 +553,59 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 	}
 }
 
-// flush writes the progress of every partition that moved since the last
-// write.
+// flush writes what moved since the last flush: progress (MM2's Connect
+// offsets) and mm2go's offset map in one request to the target, then MM2's
+// offset syncs. What fails to be written is kept for the next flush.
 func (r *Replicator) flush(ctx context.Context) error {
-	var es []entry
+	var pds []pending
 	r.eachPartition(func(p *partition) {
-		if a := p.acked.Load(); a > p.flushed.Load() {
-			es = append(es, entry{p: p, offset: a})
+		if pd := p.take(); !pd.empty() {
+			pds = append(pds, pd)
 		}
 	})
-	if len(es) == 0 {
+	if len(pds) == 0 {
 		return nil
 	}
-	if err := r.pg.write(ctx, es); err != nil {
-		return err
+	var recs []*kgo.Record
+	var segs int
+	for _, pd := range pds {
+		if pd.progress >= 0 {
+			recs = append(recs, r.pg.record(pd.p, pd.progress))
+		}
+		recs = r.mapRecords(pd, recs)
+		segs += len(pd.segs)
 	}
-	r.m.flushed(r.flow)
+	if len(recs) > 0 {
+		if err := r.o.Target.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			for _, pd := range pds {
+				pd.p.give(pd)
+			}
+			return fmt.Errorf("write progress and offset map to %s: %w", r.o.Flow.Target, err)
+		}
+		for _, pd := range pds {
+			if pd.progress >= 0 {
+				pd.p.flushed.Store(pd.progress)
+			}
+			if pd.pos != nil {
+				pd.p.posWritten = *pd.pos
+			}
+		}
+		r.m.flushed(r.flow)
+	}
+	var syncs []*kgo.Record
+	for _, pd := range pds {
+		syncs = r.syncRecords(pd, syncs)
+	}
+	if len(syncs) > 0 {
+		if err := r.syncCl.ProduceSync(ctx, syncs...).FirstErr(); err != nil {
+			for _, pd := range pds {
+				pd.p.give(pending{syncs: pd.syncs})
+			}
+			r.m.error(r.flow, reasonOffsetSyncs)
+			return fmt.Errorf("write offset syncs to %s: %w", r.syncTopic, err)
+		}
+	}
+	r.m.flushWrote(r.flow, len(syncs), segs)
 	return nil
 }
 

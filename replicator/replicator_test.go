@@ -68,6 +68,7 @@ func (b *bed) flow(extra ...string) *config.Flow {
 		"B.bootstrap.servers = " + strings.Join(b.dst.ListenAddrs(), ","),
 		"A->B.enabled = true",
 		"replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
 		"B.offset.storage.replication.factor = 1",
 		"B.offset.flush.interval.ms = 50",
 		"refresh.topics.interval.seconds = 1",
@@ -94,9 +95,11 @@ func (b *bed) run(f *config.Flow, reg prometheus.Registerer) (stop func() error)
 	dst := mk(b.dst, ProducerOpts()...)
 	dstAdm := mk(b.dst)
 	reader := mk(b.dst, itopic.ReaderOpts()...)
+	srcReader := mk(b.src, itopic.ReaderOpts()...)
+	syncs := mk(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
-		Source: src, SourceAdmin: kadm.NewClient(srcAdm),
+		Source: src, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
 		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader,
 		Log: zaptest.NewLogger(b.t), Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
@@ -118,7 +121,7 @@ func (b *bed) run(f *config.Flow, reg prometheus.Registerer) (stop func() error)
 			stopped = true
 			cancel()
 			runErr = <-done
-			for _, c := range []*kgo.Client{reader, dstAdm, dst, srcAdm, src} {
+			for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 				c.Close()
 			}
 		}
@@ -392,5 +395,114 @@ func TestDiscoversNewTopicsAndSkipsInternalAndCycles(t *testing.T) {
 
 	md, err := b.dstAdm.ListTopics(context.Background())
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"A.first", "A.later", "mm2-offsets.A.internal"}, md.Names())
+	require.ElementsMatch(t, []string{"A.first", "A.later", "mm2-offsets.A.internal", "mm2go-offset-map.A.internal"}, md.Names())
+}
+
+// offsetMap reads the flow's offset map from the target: the segments per
+// partition, by first upstream offset, and the positions.
+func (b *bed) offsetMap() (map[int32][]policy.Segment, map[int32]policy.Position) {
+	b.t.Helper()
+	cl := newClient(b.t, b.dst, itopic.ReaderOpts()...)
+	segs := make(map[int32]map[int64]policy.Segment)
+	pos := make(map[int32]policy.Position)
+	require.NoError(b.t, itopic.ReadAll(context.Background(), cl, policy.OffsetMapTopic("A"), func(r *kgo.Record) {
+		m, err := policy.DecodeOffsetMap(r.Key, r.Value)
+		require.NoError(b.t, err)
+		switch {
+		case m.Segment != nil && m.Deleted:
+			delete(segs[m.Segment.Partition], m.Segment.From)
+		case m.Segment != nil:
+			if segs[m.Segment.Partition] == nil {
+				segs[m.Segment.Partition] = make(map[int64]policy.Segment)
+			}
+			segs[m.Segment.Partition][m.Segment.From] = *m.Segment
+		case m.Position != nil:
+			pos[m.Position.Partition] = *m.Position
+		}
+	}))
+	out := make(map[int32][]policy.Segment)
+	for p, ss := range segs {
+		for _, s := range ss {
+			out[p] = append(out[p], s)
+		}
+		slices.SortFunc(out[p], func(a, b policy.Segment) int { return int(a.From - b.From) })
+	}
+	return out, pos
+}
+
+// TestOffsetMapAndSyncs checks what a copy records: one segment per run of
+// contiguous offsets, the position, and MM2's offset syncs on the source.
+func TestOffsetMapAndSyncs(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	b.produce("orders", 1, 0, 250)
+	stop := b.run(b.flow("offset.lag.max = 100"), nil)
+	b.read("A.orders", 250)
+	waitFor(t, "the position written", func() bool {
+		_, pos := b.offsetMap()
+		return pos[0].Next == 250
+	})
+	require.NoError(t, stop())
+	segs, pos := b.offsetMap()
+	require.Equal(t, []policy.Segment{{Topic: "orders", Partition: 0, From: 0, Last: 249, Down: 0}}, segs[0])
+	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 250, DownNext: 250}, pos[0])
+
+	// MM2's syncs: the first record, then whenever the newest is 100 or more
+	// downstream offsets behind, then the newest at the last flush.
+	cl := newClient(t, b.src, itopic.ReaderOpts()...)
+	var syncs []string
+	require.NoError(t, itopic.ReadAll(context.Background(), cl, "mm2-offset-syncs.B.internal", func(r *kgo.Record) {
+		s, err := policy.DecodeOffsetSync(r.Key, r.Value)
+		require.NoError(t, err)
+		syncs = append(syncs, fmt.Sprintf("%d->%d", s.UpstreamOffset, s.DownstreamOffset))
+	}))
+	require.Contains(t, syncs, "0->0")
+	require.Contains(t, syncs, "101->101")
+	require.Contains(t, syncs, "202->202")
+	require.Equal(t, "249->249", syncs[len(syncs)-1])
+}
+
+// TestRestartReconcilesCopiedTail simulates a crash after the target
+// acknowledged records whose progress was not stored yet: the restart finds
+// them on the target and copies nothing twice. Records of another producer
+// on the remote topic are kept and skipped around.
+func TestRestartReconcilesCopiedTail(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	first := b.produce("orders", 1, 0, 20)
+	stop := b.run(b.flow(), nil)
+	b.read("A.orders", 20)
+	require.NoError(t, stop())
+
+	// The "crash": ten more source records reached the target, but neither
+	// the progress nor the offset map recorded them.
+	next := b.produce("orders", 1, 20, 10)
+	src := newClient(t, b.src, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().At(20)}}))
+	var copied []*kgo.Record
+	for len(copied) < 10 {
+		fs := src.PollFetches(context.Background())
+		fs.EachRecord(func(r *kgo.Record) {
+			copied = append(copied, &kgo.Record{Topic: "A.orders", Partition: 0, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+		})
+	}
+	dst := newClient(t, b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, dst.ProduceSync(context.Background(), copied...).FirstErr())
+
+	stop = b.run(b.flow(), nil)
+	time.Sleep(500 * time.Millisecond)
+	require.EqualValues(t, 30, b.endOffset(b.dstAdm, "A.orders"), "nothing copied twice")
+	require.Equal(t, append(slices.Clone(first[0]), next[0]...), b.read("A.orders", 30)[0])
+
+	// Another producer writes to the remote topic; replication goes on
+	// after its records.
+	require.NoError(t, dst.ProduceSync(context.Background(), &kgo.Record{Topic: "A.orders", Partition: 0, Value: []byte("foreign")}).FirstErr())
+	b.produce("orders", 1, 30, 5)
+	waitFor(t, "36 records", func() bool { return b.endOffset(b.dstAdm, "A.orders") == 36 })
+	require.NoError(t, stop())
+	segs, pos := b.offsetMap()
+	require.Equal(t, []policy.Segment{
+		{Topic: "orders", Partition: 0, From: 0, Last: 29, Down: 0},
+		{Topic: "orders", Partition: 0, From: 30, Last: 34, Down: 31},
+	}, segs[0])
+	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 35, DownNext: 36}, pos[0])
 }

@@ -114,7 +114,7 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 	if err != nil {
 		return fmt.Errorf("list topic %s: %w", topic, err)
 	}
-	if _, ok := md[topic]; !ok {
+	if d, ok := md[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return nil
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
@@ -125,8 +125,7 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 	if err != nil {
 		return fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
-	want := make(map[int32]int64) // partition -> end offset still to reach
-	add := make(map[int32]kgo.Offset)
+	ranges := make(map[int32]Range)
 	var listErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
@@ -137,32 +136,68 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 		if s, ok := starts.Lookup(topic, o.Partition); ok && s.Err == nil {
 			start = s.Offset
 		}
-		if o.Offset > start {
-			want[o.Partition] = o.Offset
-			add[o.Partition] = kgo.NewOffset().At(start)
-		}
+		ranges[o.Partition] = Range{From: start, To: o.Offset}
 	})
 	if listErr != nil {
 		return listErr
 	}
-	if len(want) == 0 {
+	return ReadRanges(ctx, cl, map[string]map[int32]Range{topic: ranges}, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() {
+			fn(r)
+		}
+		return true
+	})
+}
+
+// Range is the offsets [From, To) of one partition.
+type Range struct{ From, To int64 }
+
+// ReadRanges reads the given offset ranges, calling fn for every record in
+// offset order per partition, control records included (check
+// r.Attrs.IsControl). A partition is done when its range end is reached or
+// fn returns false for one of its records. Records below a range's start
+// that share its batch are not passed to fn.
+//
+// cl must be a client without group options, built with
+// kgo.KeepControlRecords (see ReaderOpts), because a range may end in a
+// transaction marker. ReadRanges adds the partitions to cl and removes them
+// before returning.
+func ReadRanges(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32]Range, fn func(*kgo.Record) bool) error {
+	add := make(map[string]map[int32]kgo.Offset)
+	remove := make(map[string][]int32)
+	todo := make(map[string]map[int32]int64) // end offsets still to reach
+	for t, ps := range ranges {
+		for p, r := range ps {
+			if r.From >= r.To {
+				continue
+			}
+			if add[t] == nil {
+				add[t] = make(map[int32]kgo.Offset)
+				todo[t] = make(map[int32]int64)
+			}
+			add[t][p] = kgo.NewOffset().At(r.From)
+			todo[t][p] = r.To
+			remove[t] = append(remove[t], p)
+		}
+	}
+	if len(add) == 0 {
 		return nil
 	}
-	remove := make([]int32, 0, len(add))
-	for p := range add {
-		remove = append(remove, p)
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: add})
-	defer cl.RemoveConsumePartitions(map[string][]int32{topic: remove})
+	cl.AddConsumePartitions(add)
+	defer cl.RemoveConsumePartitions(remove)
 
-	for len(want) > 0 {
+	left := 0
+	for _, ps := range todo {
+		left += len(ps)
+	}
+	for left > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var fetchErr error
 		fs.EachError(func(t string, p int32, err error) {
-			if t == topic && fetchErr == nil {
+			if _, ok := todo[t][p]; ok && fetchErr == nil {
 				fetchErr = fmt.Errorf("read %s[%d]: %w", t, p, err)
 			}
 		})
@@ -170,10 +205,7 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 			return fetchErr
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if fp.Topic != topic {
-				return
-			}
-			end, ok := want[fp.Partition]
+			end, ok := todo[fp.Topic][fp.Partition]
 			if !ok {
 				return
 			}
@@ -181,11 +213,11 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 				if r.Offset >= end {
 					break
 				}
-				if !r.Attrs.IsControl() {
-					fn(r)
-				}
-				if r.Offset+1 >= end {
-					delete(want, fp.Partition)
+				more := fn(r)
+				if !more || r.Offset+1 >= end {
+					delete(todo[fp.Topic], fp.Partition)
+					left--
+					break
 				}
 			}
 		})

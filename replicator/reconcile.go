@@ -1,0 +1,229 @@
+package replicator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/itopic"
+)
+
+// newPart is a source partition about to be copied.
+type newPart struct {
+	topic, remote string
+	partition     int32
+}
+
+// planned is where a new partition starts and the pairs of records found
+// already copied after the offset map's last segment.
+type planned struct {
+	start
+	tail [][2]int64 // (upstream, downstream) of records the target already holds
+}
+
+// plan decides where each new partition resumes.
+//
+// The last record known to be copied (the anchor) comes from mm2go's
+// offset map: the newest segment's end, or the position. Records the target
+// acknowledged after the map was last written, before a crash, sit on the
+// target after it; plan reads them and the source records after the anchor,
+// and resumes after the last one that matches (key, value, headers,
+// timestamp), so a crash copies nothing twice. A partition never copied
+// before is anchored where the reset policy starts and at the remote
+// partition's log start, so a crash before the first flush is handled too.
+// Progress stored without an offset map (by Apache MM2) resumes right after
+// the stored offset.
+// A partition of a remote topic created moments ago (fresh) starts empty;
+// one whose end cannot be listed is left out, to be planned at the next
+// refresh.
+func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool) (map[tp]planned, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	var remotes, sources []string
+	seenR, seenS := map[string]bool{}, map[string]bool{}
+	for _, p := range parts {
+		if !seenR[p.remote] {
+			seenR[p.remote] = true
+			remotes = append(remotes, p.remote)
+		}
+		if !seenS[p.topic] {
+			seenS[p.topic] = true
+			sources = append(sources, p.topic)
+		}
+	}
+	dstEnds, err := r.o.TargetAdmin.ListEndOffsets(ctx, remotes...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Target, err)
+	}
+	dstStarts, err := r.o.TargetAdmin.ListStartOffsets(ctx, remotes...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Target, err)
+	}
+	targetEnd, targetStart := listed(dstEnds), listed(dstStarts)
+	srcStarts, err := r.o.SourceAdmin.ListStartOffsets(ctx, sources...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Source, err)
+	}
+	var srcEndsL kadm.ListedOffsets
+	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+		srcEndsL, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, sources...)
+	} else {
+		srcEndsL, err = r.o.SourceAdmin.ListEndOffsets(ctx, sources...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Source, err)
+	}
+	sourceStart, sourceEnd := listed(srcStarts), listed(srcEndsL)
+
+	out := make(map[tp]planned, len(parts))
+	type tailJob struct {
+		p      newPart
+		after  int64 // upstream offset of the anchor
+		target itopic.Range
+	}
+	var tails []tailJob
+	for _, p := range parts {
+		k := tp{p.topic, p.partition}
+		e, ok := targetEnd[tp{p.remote, p.partition}]
+		if !ok && fresh[p.remote] {
+			e, ok = 0, true
+		}
+		if !ok {
+			r.log.Debug("no end offset for remote partition yet; planned at the next refresh",
+				zap.String("target_topic", p.remote), zap.Int32("partition", p.partition))
+			continue
+		}
+		stored := int64(-1)
+		if s, ok := r.stored[p.topic][p.partition]; ok {
+			stored = s
+		}
+		st := start{stored: stored, downNext: e}
+		// The anchor is the last record known to be copied, as (upstream,
+		// downstream) offsets; the target's records after it are matched
+		// against the source's.
+		ms := r.maps[k]
+		var anchorUp, anchorDown int64
+		switch {
+		case ms.last != nil:
+			last := *ms.last
+			anchorUp, anchorDown, st.open = last.Last, last.LastDown(), &last
+		case ms.pos != nil:
+			anchorUp, anchorDown = ms.pos.Next-1, ms.pos.DownNext-1
+		case stored >= 0:
+			// Progress without mm2go's offset map: Apache MM2 stored it.
+			// It does not say where its records sit on the target.
+			st.from = stored + 1
+			out[k] = planned{start: st}
+			continue
+		case r.o.Flow.SourceAutoOffsetReset == config.OffsetResetLatest:
+			anchorUp, anchorDown = sourceEnd[k]-1, targetStart[tp{p.remote, p.partition}]-1
+		default:
+			anchorUp, anchorDown = sourceStart[k]-1, targetStart[tp{p.remote, p.partition}]-1
+		}
+		st.from = anchorUp + 1
+		switch {
+		case e == anchorDown+1:
+			if ms.pos != nil && ms.pos.DownNext == e && ms.pos.Next > st.from {
+				st.from = ms.pos.Next // transaction markers after the last record
+			}
+		case e > anchorDown+1:
+			tails = append(tails, tailJob{p: p, after: anchorUp, target: itopic.Range{From: anchorDown + 1, To: e}})
+		default:
+			r.m.error(r.flow, reasonTargetTruncated)
+			r.log.Warn("remote partition holds fewer records than mm2go copied (truncated or recreated); copying goes on from where it stopped",
+				zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.String("target_topic", p.remote),
+				zap.Int64("offset", st.from), zap.Int64("target_end_offset", e))
+			st.open = nil
+			st.from = max(st.from, stored+1)
+		}
+		out[k] = planned{start: st}
+	}
+	if len(tails) == 0 {
+		return out, nil
+	}
+
+	// Read the target's records after the last known copy, and as many
+	// source records after it, then match them in order.
+	dstRanges := make(map[string]map[int32]itopic.Range)
+	srcRanges := make(map[string]map[int32]itopic.Range)
+	want := make(map[tp]int)
+	for _, j := range tails {
+		if dstRanges[j.p.remote] == nil {
+			dstRanges[j.p.remote] = make(map[int32]itopic.Range)
+		}
+		dstRanges[j.p.remote][j.p.partition] = j.target
+		if srcRanges[j.p.topic] == nil {
+			srcRanges[j.p.topic] = make(map[int32]itopic.Range)
+		}
+		k := tp{j.p.topic, j.p.partition}
+		srcRanges[j.p.topic][j.p.partition] = itopic.Range{From: j.after + 1, To: sourceEnd[k]}
+		want[k] = int(j.target.To - j.target.From)
+	}
+	dstRecs := make(map[tp][]*kgo.Record)
+	if err := itopic.ReadRanges(ctx, r.o.TargetReader, dstRanges, func(rec *kgo.Record) bool {
+		if !rec.Attrs.IsControl() {
+			k := tp{rec.Topic, rec.Partition}
+			dstRecs[k] = append(dstRecs[k], rec)
+		}
+		return true
+	}); err != nil {
+		return nil, fmt.Errorf("read copied tail on %s: %w", r.o.Flow.Target, err)
+	}
+	srcRecs := make(map[tp][]*kgo.Record)
+	if err := itopic.ReadRanges(ctx, r.o.SourceReader, srcRanges, func(rec *kgo.Record) bool {
+		k := tp{rec.Topic, rec.Partition}
+		if !rec.Attrs.IsControl() {
+			srcRecs[k] = append(srcRecs[k], rec)
+		}
+		return len(srcRecs[k]) < want[k]
+	}); err != nil {
+		return nil, fmt.Errorf("read source tail on %s: %w", r.o.Flow.Source, err)
+	}
+	for _, j := range tails {
+		k := tp{j.p.topic, j.p.partition}
+		dst, src := dstRecs[tp{j.p.remote, j.p.partition}], srcRecs[k]
+		pl := out[k]
+		n := 0
+		for n < len(dst) && n < len(src) && sameRecord(src[n], dst[n]) {
+			pl.tail = append(pl.tail, [2]int64{src[n].Offset, dst[n].Offset})
+			pl.from = src[n].Offset + 1
+			n++
+		}
+		out[k] = pl
+		if n > 0 {
+			r.log.Info("found records copied before a crash; resuming after them",
+				zap.String("topic", j.p.topic), zap.Int32("partition", j.p.partition), zap.Int("records", n), zap.Int64("offset", pl.from))
+		}
+		if n < want[k] {
+			r.m.error(r.flow, reasonForeignRecords)
+			r.log.Warn("remote partition holds records after the last copied one that are not the source's next records (another producer?); copying resumes after the last matching one",
+				zap.String("topic", j.p.topic), zap.Int32("partition", j.p.partition), zap.String("target_topic", j.p.remote),
+				zap.Int64("offset", pl.from), zap.Int("unmatched", want[k]-n))
+		}
+	}
+	return out, nil
+}
+
+// sameRecord reports whether dst is a copy of src: key, value and headers
+// byte for byte, and the timestamp unless the target assigns log append
+// time.
+func sameRecord(src, dst *kgo.Record) bool {
+	if (src.Key == nil) != (dst.Key == nil) || !bytes.Equal(src.Key, dst.Key) ||
+		(src.Value == nil) != (dst.Value == nil) || !bytes.Equal(src.Value, dst.Value) ||
+		len(src.Headers) != len(dst.Headers) {
+		return false
+	}
+	for i, h := range src.Headers {
+		d := dst.Headers[i]
+		if h.Key != d.Key || (h.Value == nil) != (d.Value == nil) || !bytes.Equal(h.Value, d.Value) {
+			return false
+		}
+	}
+	return dst.Attrs.TimestampType() == 1 || src.Timestamp.Equal(dst.Timestamp)
+}
