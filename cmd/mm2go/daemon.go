@@ -71,9 +71,12 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		}
 		targets[t] = true
 	}
-	for _, f := range o.Config.EnabledFlows() {
-		if len(targets) > 0 && !targets[f.Target] {
+	for _, f := range o.Config.Flows {
+		if !f.Active() || (len(targets) > 0 && !targets[f.Target]) {
 			continue
+		}
+		if !f.Enabled && len(f.Client(config.RoleTargetProducer).BootstrapServers) == 0 {
+			continue // a heartbeat-only pair into a cluster the file cannot reach
 		}
 		d.flows = append(d.flows, &flowRunner{
 			flow:         f,
@@ -85,7 +88,13 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 			drainTimeout: o.DrainTimeout,
 		})
 	}
-	if len(d.flows) == 0 {
+	enabled := 0
+	for _, fr := range d.flows {
+		if fr.flow.Enabled {
+			enabled++
+		}
+	}
+	if enabled == 0 {
 		return nil, errors.New("no source->target replication flows selected")
 	}
 	if o.ListenAddress != "" {
@@ -115,7 +124,7 @@ func (d *daemon) Addr() string {
 func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 	var down []string
 	for _, fr := range d.flows {
-		if _, ok := fr.stats(); !ok || !d.m.isUp(fr.flow.Name()) {
+		if _, ok := fr.stats(); (fr.flow.Enabled && !ok) || !d.m.isUp(fr.flow.Name()) {
 			down = append(down, fr.flow.Name())
 		}
 	}
@@ -176,6 +185,7 @@ func (d *daemon) Stop() {
 type daemonMetrics struct {
 	up       *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
+	workers  *prometheus.CounterVec
 	mu       sync.Mutex
 	upFlows  map[string]bool
 }
@@ -196,6 +206,10 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "mm2go_flow_restarts_total",
 			Help: "Restarts of a flow after a failure.",
 		}, []string{"flow"}),
+		workers: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_flow_worker_restarts_total",
+			Help: "Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
+		}, []string{"flow", "reason"}),
 		upFlows: make(map[string]bool),
 	}
 }
@@ -215,6 +229,10 @@ func (m *daemonMetrics) isUp(flow string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.upFlows[flow]
+}
+
+func (m *daemonMetrics) workerRestart(flow, worker string) {
+	m.workers.WithLabelValues(flow, worker).Inc()
 }
 
 func (m *daemonMetrics) flowRestart(flow string) {

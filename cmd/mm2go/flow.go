@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/heartbeat"
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/replicator"
@@ -103,6 +104,26 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		return cl, nil
 	}
 
+	if !f.Enabled {
+		// MM2 runs a heartbeat connector for a pair even when its
+		// replication is disabled (spec §2.4): heartbeats written into the
+		// target come back through the reverse flow and show its health.
+		hdst, err := newClient(config.RoleTargetProducer, heartbeat.ProducerOpts()...)
+		if err != nil {
+			return err
+		}
+		hadm, err := newClient(config.RoleTargetAdmin)
+		if err != nil {
+			return err
+		}
+		hb, err := fr.newHeartbeat(hdst, kadm.NewClient(hadm))
+		if err != nil {
+			return err
+		}
+		fr.retry(ctx, "heartbeat", hb.Run)
+		return nil
+	}
+
 	src, err := newClient(config.RoleSourceConsumer, replicator.ConsumerOpts()...)
 	if err != nil {
 		return err
@@ -123,6 +144,19 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Reads source records after a crash to find what the target already
+	// holds; it keeps the source consumer's isolation level.
+	srcReader, err := newClient(config.RoleSourceConsumer, kgo.KeepControlRecords(),
+		kgo.ClientID(f.Client(config.RoleSourceConsumer).ID+"-reader"))
+	if err != nil {
+		return err
+	}
+	var syncProducer *kgo.Client
+	if f.EmitOffsetSyncsEnabled && f.OffsetSyncsTopicLocation == config.LocationSource {
+		if syncProducer, err = newClient(config.RoleSourceProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+			return err
+		}
+	}
 
 	rep, err := replicator.New(replicator.Options{
 		Flow:         f,
@@ -132,6 +166,8 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		Target:       dst,
 		TargetAdmin:  kadm.NewClient(dstAdmin),
 		TargetReader: reader,
+		SourceReader: srcReader,
+		SyncProducer: syncProducer,
 		Log:          fr.base.Named("replicator"),
 		Registerer:   fr.reg,
 		DrainTimeout: fr.drainTimeout,
@@ -150,6 +186,16 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		}
 		return gctx.Err()
 	})
+	if f.EmitHeartbeatsEnabled {
+		hb, err := fr.newHeartbeat(dst, kadm.NewClient(dstAdmin))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			fr.retry(gctx, "heartbeat", hb.Run)
+			return gctx.Err()
+		})
+	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
@@ -165,4 +211,37 @@ func (fr *flowRunner) stats() (replicator.Stats, bool) {
 		return replicator.Stats{}, false
 	}
 	return fr.rep.Stats(), true
+}
+
+func (fr *flowRunner) newHeartbeat(producer *kgo.Client, adm *kadm.Client) (*heartbeat.Emitter, error) {
+	f := fr.flow
+	return heartbeat.New(heartbeat.Options{
+		Source: f.Source, Target: f.Target, Policy: policyFor(f),
+		Producer: producer, Admin: adm,
+		Interval: f.EmitHeartbeatsInterval, ReplicationFactor: f.HeartbeatsTopicReplicationFactor,
+		AdminTimeout: f.AdminTimeout,
+		Log:          fr.base.Named("heartbeat"), Registerer: fr.reg,
+	})
+}
+
+// retry runs a worker whose failure must not stop replication (heartbeats,
+// checkpoints): after an error it is logged, counted and started again with
+// backoff (1s doubling to 1m), until ctx ends.
+func (fr *flowRunner) retry(ctx context.Context, worker string, run func(context.Context) error) {
+	const minBackoff, maxBackoff = time.Second, time.Minute
+	backoff := minBackoff
+	for {
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fr.m.workerRestart(fr.flow.Name(), worker)
+		fr.log.Error("worker failed; restarting it", zap.String("worker", worker), zap.Duration("backoff", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
 }

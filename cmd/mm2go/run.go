@@ -36,6 +36,7 @@ Usage:
   mm2go [run] -c FILE [flags]     run every enabled flow until SIGINT/SIGTERM
   mm2go demo [flags]              replicate between two in-process Kafka clusters
   mm2go validate -c FILE          check a file and print the effective flows
+  mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
   mm2go version                   print the version
 
 Run 'mm2go COMMAND -h' for a command's flags.
@@ -45,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "demo", "validate", "version", "help", "-h", "--help":
+		case "run", "demo", "validate", "topology", "version", "help", "-h", "--help":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(args, stdout, stderr)
 	case "validate":
 		return runValidate(args, stdout, stderr)
+	case "topology":
+		return runTopology(args, stdout, stderr)
 	case "version":
 		_, _ = fmt.Fprintf(stdout, "mm2go %s (commit %s)\n", version, commit)
 		return exitOK

@@ -1,0 +1,85 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/mm2go/mm2go/internal/metric"
+)
+
+// Error reasons, the values of the reason label of mm2go_heartbeat_errors_total.
+// Keep the set small and stable: dashboards and alerts match on it.
+const (
+	reasonProduce       = "produce"
+	reasonAuthorization = "authorization"
+	reasonTimeout       = "timeout"
+)
+
+// reasonOf maps a failed write to its reason label; error text never
+// becomes a label value.
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return reasonAuthorization
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kerr.RequestTimedOut):
+		return reasonTimeout
+	default:
+		return reasonProduce
+	}
+}
+
+// metrics are the heartbeat emitter's Prometheus metrics. A nil *metrics is
+// valid and records nothing.
+type metrics struct {
+	records *prometheus.CounterVec
+	last    *prometheus.GaugeVec
+	errors  *prometheus.CounterVec
+}
+
+// newMetrics registers the metrics with reg, or returns nil for a nil reg.
+// Every flow's emitter, and every restart of one, shares the collectors
+// registered first, each writing only its own flow label.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		return nil
+	}
+	return &metrics{
+		records: metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_heartbeat_records_total",
+			Help: "Heartbeat records the target acknowledged, by flow (MM2's heartbeat task writes one per emit.heartbeats.interval.seconds).",
+		}, []string{"flow"})),
+		last: metric.Shared(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm2go_heartbeat_last_timestamp_seconds",
+			Help: "Timestamp carried by the last heartbeat the target acknowledged, in seconds since the Unix epoch.",
+		}, []string{"flow"})),
+		errors: metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_heartbeat_errors_total",
+			Help: "Heartbeat writes that failed, by flow and reason; every one is also logged and retried at the next interval.",
+		}, []string{"flow", "reason"})),
+	}
+}
+
+// init creates the flow's series at zero, so that a flow that never wrote a
+// heartbeat shows up as such instead of being absent.
+func (m *metrics) init(flow string) {
+	if m != nil {
+		m.records.WithLabelValues(flow)
+	}
+}
+
+func (m *metrics) written(flow string, ts time.Time) {
+	if m != nil {
+		m.records.WithLabelValues(flow).Inc()
+		m.last.WithLabelValues(flow).Set(float64(ts.UnixMilli()) / 1000)
+	}
+}
+
+func (m *metrics) error(flow, reason string) {
+	if m != nil {
+		m.errors.WithLabelValues(flow, reason).Inc()
+	}
+}
