@@ -1,0 +1,187 @@
+package checkpoint
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mm2go/mm2go/policy"
+)
+
+func seg(from, last, down int64) policy.OffsetMapRecord {
+	return policy.OffsetMapRecord{Segment: &policy.Segment{Topic: "t", Partition: 0, From: from, Last: last, Down: down}}
+}
+
+func pos(next, downNext int64) policy.OffsetMapRecord {
+	return policy.OffsetMapRecord{Position: &policy.Position{Topic: "t", Partition: 0, Next: next, DownNext: downNext}}
+}
+
+var tp0 = TopicPartition{"t", 0}
+
+func TestTranslate(t *testing.T) {
+	type want struct {
+		up, down int64
+		mode     Mode
+	}
+	tests := []struct {
+		name    string
+		records []policy.OffsetMapRecord
+		want    []want
+	}{
+		{
+			name:    "contiguous run, no position",
+			records: []policy.OffsetMapRecord{seg(0, 99, 0)},
+			want:    []want{{0, 0, ModeExact}, {50, 50, ModeExact}, {100, 100, ModeExact}, {150, 100, ModeBeyond}},
+		},
+		{
+			name:    "contiguous run caught up",
+			records: []policy.OffsetMapRecord{seg(0, 99, 0), pos(100, 100)},
+			want:    []want{{100, 100, ModeExact}, {101, 100, ModeBeyond}},
+		},
+		{
+			name:    "upstream gap (compaction)",
+			records: []policy.OffsetMapRecord{seg(0, 9, 0), seg(12, 20, 10)},
+			want:    []want{{10, 10, ModeExact}, {11, 10, ModeGap}, {12, 10, ModeExact}, {13, 11, ModeExact}, {21, 19, ModeExact}},
+		},
+		{
+			name:    "transaction markers upstream",
+			records: []policy.OffsetMapRecord{seg(0, 4, 0), seg(6, 10, 5), seg(12, 16, 10), pos(18, 15)},
+			want:    []want{{5, 5, ModeExact}, {6, 5, ModeExact}, {7, 6, ModeExact}, {11, 10, ModeExact}, {12, 10, ModeExact}, {17, 15, ModeExact}, {18, 15, ModeExact}, {19, 15, ModeBeyond}},
+		},
+		{
+			name: "foreign writes downstream are read, not skipped",
+			// Five records of another producer sit at downstream 10..14.
+			records: []policy.OffsetMapRecord{seg(0, 9, 0), seg(10, 19, 15)},
+			want:    []want{{10, 10, ModeExact}, {11, 16, ModeExact}},
+		},
+		{
+			name:    "replication started later",
+			records: []policy.OffsetMapRecord{seg(100, 199, 0)},
+			want:    []want{{50, 0, ModeBefore}, {100, 0, ModeExact}, {101, 1, ModeExact}},
+		},
+		{
+			name:    "empty partition: only a position",
+			records: []policy.OffsetMapRecord{pos(0, 0)},
+			want:    []want{{0, 0, ModeExact}, {5, 0, ModeBeyond}},
+		},
+		{
+			name:    "gap at the tail, position past the markers",
+			records: []policy.OffsetMapRecord{seg(0, 9, 0), pos(11, 10)},
+			want:    []want{{10, 10, ModeExact}, {11, 10, ModeExact}, {12, 10, ModeBeyond}},
+		},
+		{
+			name:    "segment rewritten as it grows; tombstone removes",
+			records: []policy.OffsetMapRecord{seg(0, 5, 0), seg(0, 9, 0), seg(10, 12, 20), {Segment: &policy.Segment{Topic: "t", From: 10}, Deleted: true}},
+			want:    []want{{10, 10, ModeExact}, {12, 10, ModeBeyond}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := NewIndex(0, nil)
+			for _, r := range tt.records {
+				x.Apply(r)
+			}
+			for _, w := range tt.want {
+				got, ok := x.Translate(tp0, w.up)
+				require.True(t, ok)
+				require.Equal(t, Translation{Upstream: w.up, Downstream: w.down, Mode: w.mode}, got, "translate(%d)", w.up)
+			}
+		})
+	}
+	_, ok := NewIndex(0, nil).Translate(tp0, 5)
+	require.False(t, ok, "nothing known")
+}
+
+// replicated simulates a replicator: a random upstream log with gaps is
+// copied in runs (restarts, foreign writes in between) and the segments it
+// would record are returned with every (upstream, downstream) pair.
+func replicated(r *rand.Rand, n int) (pairs [][2]int64, recs []policy.OffsetMapRecord) {
+	up, down := int64(r.IntN(5)), int64(0)
+	var cur *policy.Segment
+	for range n {
+		if r.IntN(10) == 0 {
+			up += 1 + int64(r.IntN(4)) // upstream gap
+		}
+		if r.IntN(20) == 0 {
+			down += 1 + int64(r.IntN(3)) // foreign write or marker downstream
+		}
+		if cur != nil && up == cur.Last+1 && down == cur.LastDown()+1 {
+			cur.Last = up
+		} else {
+			if cur != nil {
+				recs = append(recs, policy.OffsetMapRecord{Segment: cur})
+			}
+			cur = &policy.Segment{Topic: "t", From: up, Last: up, Down: down}
+		}
+		pairs = append(pairs, [2]int64{up, down})
+		up++
+		down++
+	}
+	recs = append(recs, policy.OffsetMapRecord{Segment: cur})
+	return pairs, recs
+}
+
+// oracle is the translation rule applied to the full list of pairs: right
+// after the downstream copy of the last replicated record before u.
+func oracle(pairs [][2]int64, u int64) int64 {
+	res := pairs[0][1]
+	for _, p := range pairs {
+		if p[0] < u {
+			res = p[1] + 1
+		}
+	}
+	return res
+}
+
+func TestTranslateMatchesOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		pairs, recs := replicated(r, 300)
+		x := NewIndex(0, nil)
+		for _, i := range r.Perm(len(recs)) { // order of arrival does not matter
+			x.Apply(recs[i])
+		}
+		last := pairs[len(pairs)-1][0]
+		for u := int64(0); u <= last+3; u++ {
+			got, ok := x.Translate(tp0, u)
+			require.True(t, ok)
+			require.Equal(t, oracle(pairs, u), got.Downstream, "translate(%d), mode %s", u, got.Mode)
+			require.NotEqual(t, ModeApproximate, got.Mode)
+		}
+	}
+}
+
+// TestThinningNeverSkips checks the bounded index: once history is thinned,
+// translations of old offsets are approximate and never past the exact
+// answer (a record may be read again, none is skipped); recent offsets stay
+// exact.
+func TestThinningNeverSkips(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var thinned []TopicPartition
+	for range 20 {
+		pairs, recs := replicated(r, 2000)
+		x := NewIndex(16, func(tp TopicPartition) { thinned = append(thinned, tp) })
+		for _, rec := range recs {
+			x.Apply(rec)
+		}
+		_, segs, th := x.Stats()
+		require.LessOrEqual(t, segs, 16)
+		require.Equal(t, 1, th)
+		last := pairs[len(pairs)-1][0]
+		var approx int
+		for u := int64(0); u <= last+1; u++ {
+			got, ok := x.Translate(tp0, u)
+			require.True(t, ok)
+			exact := oracle(pairs, u)
+			require.LessOrEqual(t, got.Downstream, exact, "translate(%d) skips records (%s)", u, got.Mode)
+			if got.Mode == ModeApproximate || got.Mode == ModeBefore {
+				approx++
+			} else {
+				require.Equal(t, exact, got.Downstream, "translate(%d), mode %s", u, got.Mode)
+			}
+		}
+		require.Positive(t, approx)
+	}
+	require.Len(t, thinned, 20, "one notice per thinned partition")
+}

@@ -1,0 +1,205 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Error reasons, the values of the reason label of
+// mm2go_checkpoint_errors_total. Keep the set small and stable: dashboards
+// and alerts match on it.
+const (
+	reasonGroupList     = "group_list"           // listing source groups or their offsets for discovery
+	reasonOffsetFetch   = "offset_fetch"         // fetching committed offsets (source or target)
+	reasonProduce       = "produce"              // writing checkpoints
+	reasonEncode        = "encode"               // a group or topic name too long for a checkpoint
+	reasonMapRead       = "offset_map_read"      // reading the offset map topic
+	reasonMalformedMap  = "offset_map_malformed" // an offset map record that does not decode
+	reasonMalformed     = "checkpoint_malformed" // a checkpoint record that does not decode
+	reasonDescribe      = "group_describe"       // describing target groups
+	reasonTopicList     = "topic_list"           // listing target topics or their start offsets
+	reasonCommit        = "commit"               // a commit the target refused for another reason than membership
+	reasonMemberJoined  = "member_joined"        // a member joined right after a successful commit
+	reasonAuthorization = "authorization"
+	reasonTimeout       = "timeout"
+)
+
+// SkipReason says why an offset was not committed to a target group. The
+// values are also the reason label of
+// mm2go_checkpoint_group_offsets_skipped_total.
+type SkipReason string
+
+const (
+	// SkipActive: the group has members on the target.
+	SkipActive SkipReason = "active"
+	// SkipBecameActive: the broker refused the commit because a member
+	// joined after the group was described.
+	SkipBecameActive SkipReason = "became_active"
+	// SkipWouldRewind: the target group has a larger offset; committing
+	// would make it read records again.
+	SkipWouldRewind SkipReason = "would_rewind"
+	// SkipUpToDate: the target group already has this offset.
+	SkipUpToDate SkipReason = "up_to_date"
+	// SkipNotTranslated: the offset map knows nothing about the partition.
+	SkipNotTranslated SkipReason = "not_translated"
+)
+
+// reasonOf maps an error to a reason label; error text never becomes a
+// label value.
+func reasonOf(err error, fallback string) string {
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return reasonAuthorization
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kerr.RequestTimedOut):
+		return reasonTimeout
+	default:
+		return fallback
+	}
+}
+
+// metrics are the checkpointer's Prometheus metrics. A nil *metrics is valid
+// and records nothing.
+type metrics struct {
+	checkpoints  *prometheus.CounterVec
+	translations *prometheus.CounterVec
+	age          *prometheus.GaugeVec
+	synced       *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
+	segments     *prometheus.GaugeVec
+	degraded     *prometheus.GaugeVec
+	errors       *prometheus.CounterVec
+	groups       *prometheus.GaugeVec
+}
+
+// newMetrics registers the metrics with reg, or returns nil for a nil reg.
+// Every flow's checkpointer, and every restart of one, registers the same
+// collectors: the first registration wins and later checkpointers share it,
+// each writing only its own flow label.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	var errs []error
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+		errs = append(errs, err)
+		return c
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+		errs = append(errs, err)
+		return g
+	}
+	m := &metrics{
+		checkpoints: counter("mm2go_checkpoint_checkpoints_total",
+			"Checkpoint records the target acknowledged, by flow (MM2's checkpoint task).", "flow"),
+		translations: counter("mm2go_checkpoint_translations_total",
+			"Committed source offsets translated for checkpoints, by flow and how the translation was derived (exact, gap, beyond, before, approximate).", "flow", "mode"),
+		age: gauge("mm2go_checkpoint_age_seconds",
+			"Seconds since the newest checkpoint of the group was written, updated at every emission interval.", "flow", "group"),
+		synced: counter("mm2go_checkpoint_group_offsets_synced_total",
+			"Partition offsets committed into target consumer groups by group-offset sync.", "flow"),
+		skipped: counter("mm2go_checkpoint_group_offsets_skipped_total",
+			"Partition offsets group-offset sync did not commit, by reason (active, became_active, would_rewind, up_to_date).", "flow", "reason"),
+		segments: gauge("mm2go_checkpoint_index_segments",
+			"Exact offset map segments held in memory by the translation index.", "flow"),
+		degraded: gauge("mm2go_checkpoint_index_degraded_partitions",
+			"Partitions whose oldest history was thinned out of memory and translates approximately (MM2's rule).", "flow"),
+		errors: counter("mm2go_checkpoint_errors_total",
+			"Errors by reason; every one is also logged, and periodic work is retried at the next interval.", "flow", "reason"),
+		groups: gauge("mm2go_checkpoint_groups",
+			"Source consumer groups the flow checkpoints.", "flow"),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the equal collector registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register checkpoint metrics: %w", err)
+}
+
+// init creates the flow's series at zero, so that a flow that never wrote a
+// checkpoint shows up as such instead of being absent.
+func (m *metrics) init(flow string) {
+	if m != nil {
+		m.checkpoints.WithLabelValues(flow)
+		m.synced.WithLabelValues(flow)
+		m.segments.WithLabelValues(flow)
+		m.degraded.WithLabelValues(flow)
+		m.groups.WithLabelValues(flow)
+	}
+}
+
+func (m *metrics) written(flow string, n int) {
+	if m != nil {
+		m.checkpoints.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) translated(flow string, mode Mode) {
+	if m != nil {
+		m.translations.WithLabelValues(flow, mode.String()).Inc()
+	}
+}
+
+func (m *metrics) setAge(flow, group string, since time.Duration) {
+	if m != nil {
+		m.age.WithLabelValues(flow, group).Set(since.Seconds())
+	}
+}
+
+func (m *metrics) dropAge(flow, group string) {
+	if m != nil {
+		m.age.DeleteLabelValues(flow, group)
+	}
+}
+
+func (m *metrics) syncedOffsets(flow string, n int) {
+	if m != nil {
+		m.synced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) skippedOffsets(flow string, reason SkipReason, n int) {
+	if m != nil && n > 0 {
+		m.skipped.WithLabelValues(flow, string(reason)).Add(float64(n))
+	}
+}
+
+func (m *metrics) setIndex(flow string, segments, degraded int) {
+	if m != nil {
+		m.segments.WithLabelValues(flow).Set(float64(segments))
+		m.degraded.WithLabelValues(flow).Set(float64(degraded))
+	}
+}
+
+func (m *metrics) error(flow, reason string) {
+	if m != nil {
+		m.errors.WithLabelValues(flow, reason).Inc()
+	}
+}
+
+func (m *metrics) setGroups(flow string, n int) {
+	if m != nil {
+		m.groups.WithLabelValues(flow).Set(float64(n))
+	}
+}
