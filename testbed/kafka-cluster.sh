@@ -94,6 +94,8 @@ share.coordinator.state.topic.num.partitions=5
 # The log cleaner allocates its dedupe buffer on the heap at start-up (default 128 MiB, which
 # doubled the idle RSS of a 256 MiB-heap broker). 8 MiB still compacts ~300k keys per pass.
 log.cleaner.dedupe.buffer.size=8388608
+# Compaction tests: the cleaner looks for work every second instead of every 15 s.
+log.cleaner.backoff.ms=1000
 
 num.network.threads=3
 num.io.threads=8

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/heartbeat"
 	"github.com/mm2go/mm2go/internal/itopic"
@@ -86,19 +87,9 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		}
 	}()
 	newClient := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
-		c := f.Client(r)
-		// One kprom per client: it registers its collectors with the
-		// client's id as a label and unregisters them when the client closes.
-		kp := kprom.NewMetrics("mm2go", kprom.Subsystem("kgo"), kprom.Registerer(fr.reg), kprom.WithClientLabel())
-		// Metadata is refreshed when a topic is discovered or created; kgo
-		// would otherwise wait until its last refresh is 5s old, delaying
-		// the copy of a new topic by as much.
-		opts := append(slices.Clone(c.Opts()), kgo.WithLogger(kgoLogger(fr.log, fr.lvl)), kgo.WithHooks(kp),
-			kgo.MetadataMinAge(250*time.Millisecond))
-		opts = append(opts, extra...)
-		cl, err := kgo.NewClient(opts...)
+		cl, err := fr.client(r, extra...)
 		if err != nil {
-			return nil, fmt.Errorf("create %s client for %s: %w", c.ID, c.Cluster, err)
+			return nil, err
 		}
 		closers = append(closers, cl.Close)
 		return cl, nil
@@ -186,6 +177,16 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		}
 		return gctx.Err()
 	})
+	// MM2 runs no checkpoint connector without offset syncs; mm2go does not
+	// need them to translate, but keeps MM2's switches.
+	if f.EmitCheckpointsEnabled && f.EmitOffsetSyncsEnabled {
+		g.Go(func() error {
+			fr.retry(gctx, "checkpoint", func(ctx context.Context) error {
+				return fr.runCheckpoints(ctx, dst, kadm.NewClient(srcAdmin), kadm.NewClient(dstAdmin))
+			})
+			return gctx.Err()
+		})
+	}
 	if f.EmitHeartbeatsEnabled {
 		hb, err := fr.newHeartbeat(dst, kadm.NewClient(dstAdmin))
 		if err != nil {
@@ -244,4 +245,58 @@ func (fr *flowRunner) retry(ctx context.Context, worker string, run func(context
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// client creates a client of the flow for role r: the file's settings, then
+// mm2go's logging and metrics, then extra. The caller closes it.
+func (fr *flowRunner) client(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
+	c := fr.flow.Client(r)
+	// One kprom per client: it registers its collectors with the client's
+	// id as a label and unregisters them when the client closes.
+	kp := kprom.NewMetrics("mm2go", kprom.Subsystem("kgo"), kprom.Registerer(fr.reg), kprom.WithClientLabel())
+	// Metadata is refreshed when a topic is discovered or created; kgo
+	// would otherwise wait until its last refresh is 5s old, delaying the
+	// copy of a new topic by as much.
+	opts := append(slices.Clone(c.Opts()), kgo.WithLogger(kgoLogger(fr.log, fr.lvl)), kgo.WithHooks(kp),
+		kgo.MetadataMinAge(250*time.Millisecond))
+	opts = append(opts, extra...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("create %s client for %s: %w", c.ID, c.Cluster, err)
+	}
+	return cl, nil
+}
+
+// runCheckpoints runs the flow's checkpointer until ctx ends or it fails,
+// with readers of its own (they hold assigned partitions) and the flow's
+// shared producer and admin clients.
+func (fr *flowRunner) runCheckpoints(ctx context.Context, dst *kgo.Client, srcAdm, dstAdm *kadm.Client) error {
+	f := fr.flow
+	id := f.Client(config.RoleTargetConsumer).ID
+	mapReader, err := fr.client(config.RoleTargetConsumer, append(itopic.ReaderOpts(), kgo.ClientID(id+"-offset-map"))...)
+	if err != nil {
+		return err
+	}
+	defer mapReader.Close()
+	cpReader, err := fr.client(config.RoleTargetConsumer, append(itopic.ReaderOpts(), kgo.ClientID(id+"-checkpoints"))...)
+	if err != nil {
+		return err
+	}
+	defer cpReader.Close()
+	cp, err := checkpoint.New(checkpoint.Options{
+		Flow:             f,
+		Policy:           policyFor(f),
+		SourceAdmin:      srcAdm,
+		Target:           dst,
+		TargetAdmin:      dstAdm,
+		MapReader:        mapReader,
+		CheckpointReader: cpReader,
+		Log:              fr.base.Named("checkpoint"),
+		Registerer:       fr.reg,
+		InitLocalTopics:  true,
+	})
+	if err != nil {
+		return err
+	}
+	return cp.Run(ctx)
 }

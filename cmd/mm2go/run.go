@@ -37,6 +37,12 @@ Usage:
   mm2go demo [flags]              replicate between two in-process Kafka clusters
   mm2go validate -c FILE          check a file and print the effective flows
   mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
+  mm2go offsets translate -c FILE --flow A->B --group G [--topic T]
+                                  the group's source offsets and their exact target offsets
+  mm2go offsets apply -c FILE --flow A->B --group G
+                                  commit them to the group on the target (refused while it has members)
+  mm2go failover check -c FILE --flow A->B [--group G ...]
+                                  exit 0 only when switching the groups' consumers to the target is safe
   mm2go version                   print the version
 
 Run 'mm2go COMMAND -h' for a command's flags.
@@ -46,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "demo", "validate", "topology", "version", "help", "-h", "--help":
+		case "run", "demo", "validate", "topology", "offsets", "failover", "version", "help", "-h", "--help":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -59,6 +65,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runValidate(args, stdout, stderr)
 	case "topology":
 		return runTopology(args, stdout, stderr)
+	case "offsets":
+		return runOffsets(args, stdout, stderr)
+	case "failover":
+		return runFailover(args, stdout, stderr)
 	case "version":
 		_, _ = fmt.Fprintf(stdout, "mm2go %s (commit %s)\n", version, commit)
 		return exitOK

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/checkpoint"
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// selectorFor builds the topic selection of a flow, as its replicator does.
+func selectorFor(f *config.Flow) (policy.TopicSelector, error) {
+	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
+	if err != nil {
+		return policy.TopicSelector{}, err
+	}
+	return policy.TopicSelector{
+		Policy:                policyFor(f),
+		Topics:                topics,
+		HeartbeatsReplication: f.HeartbeatsReplicationEnabled,
+		TargetAlias:           f.Target,
+	}, nil
+}
+
+// offlineFlow is what the offsets and failover commands need of a flow:
+// its settings and short-lived clients on both clusters.
+type offlineFlow struct {
+	flow   *config.Flow
+	sel    policy.TopicSelector
+	srcAdm *kadm.Client
+	tgtAdm *kadm.Client
+	reader *kgo.Client
+	close  func()
+}
+
+// flowFlags are the flags shared by the offsets and failover commands.
+type flowFlags struct {
+	file, flow string
+	timeout    time.Duration
+}
+
+func (ff *flowFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&ff.file, "c", "", "MirrorMaker 2 properties file")
+	fs.StringVar(&ff.file, "config", "", "same as -c")
+	fs.StringVar(&ff.flow, "flow", "", "the replication flow, as SOURCE->TARGET (may be left out when the file enables only one)")
+	fs.DurationVar(&ff.timeout, "timeout", time.Minute, "how long the command may take")
+}
+
+// open loads the file, picks the flow and creates the clients.
+func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
+	if ff.file == "" {
+		_, _ = fmt.Fprintln(stderr, "mm2go: -c FILE is required")
+		return nil, exitUsage
+	}
+	log, _, err := newLogger(stderr, "error", logConsole, prometheus.NewRegistry())
+	if err != nil {
+		return nil, exitUsage
+	}
+	cfg, ok := loadConfig(ff.file, log, stderr)
+	if !ok {
+		return nil, exitUsage
+	}
+	var f *config.Flow
+	if ff.flow == "" {
+		if en := cfg.EnabledFlows(); len(en) == 1 {
+			f = en[0]
+		} else {
+			_, _ = fmt.Fprintln(stderr, "mm2go: --flow SOURCE->TARGET is required: the file enables several flows")
+			return nil, exitUsage
+		}
+	} else {
+		src, dst, found := strings.Cut(ff.flow, "->")
+		if found {
+			f = cfg.Flow(strings.TrimSpace(src), strings.TrimSpace(dst))
+		}
+		if f == nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: --flow %q: no such flow in %s\n", ff.flow, ff.file)
+			return nil, exitUsage
+		}
+	}
+	sel, err := selectorFor(f)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return nil, exitUsage
+	}
+	mk := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append(append([]kgo.Opt{}, f.Client(r).Opts()...), append(extra, kgo.WithLogger(kgoLogger(log, zap.NewAtomicLevelAt(zap.ErrorLevel))))...)...)
+	}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	src, err := mk(config.RoleSourceAdmin)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return nil, exitFailure
+	}
+	closers = append(closers, src.Close)
+	tgt, err := mk(config.RoleTargetAdmin)
+	if err != nil {
+		closeAll()
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return nil, exitFailure
+	}
+	closers = append(closers, tgt.Close)
+	reader, err := mk(config.RoleTargetConsumer, itopic.ReaderOpts()...)
+	if err != nil {
+		closeAll()
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return nil, exitFailure
+	}
+	closers = append(closers, reader.Close)
+	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll}, exitOK
+}
+
+// runOffsets is `mm2go offsets translate|apply`.
+func runOffsets(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "translate" && args[0] != "apply") {
+		_, _ = fmt.Fprintln(stderr, "usage: mm2go offsets translate|apply -c FILE [--flow A->B] --group G [--topic T]")
+		return exitUsage
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("mm2go offsets "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		ff          flowFlags
+		group       string
+		topic       string
+		allowRewind bool
+		noLocal     bool
+	)
+	ff.register(fs)
+	fs.StringVar(&group, "group", "", "consumer group (required)")
+	fs.StringVar(&topic, "topic", "", "only this source topic")
+	if sub == "apply" {
+		fs.BoolVar(&allowRewind, "allow-rewind", false, "also commit offsets lower than the group's current ones on the target")
+		fs.BoolVar(&noLocal, "no-local-topics", false, "do not set the group's offsets on local target topics named like the replicated ones")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	if group == "" {
+		_, _ = fmt.Fprintln(stderr, "mm2go: --group is required")
+		return exitUsage
+	}
+	of, code := ff.open(stderr)
+	if of == nil {
+		return code
+	}
+	defer of.close()
+	ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+	defer cancel()
+
+	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitFailure
+	}
+	offs, err := checkpoint.Translate(ctx, of.srcAdm, idx, of.sel, of.flow.Source, group, topic)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitFailure
+	}
+	printTranslations(stdout, of.flow, group, offs)
+	if sub == "translate" {
+		return exitOK
+	}
+	res, err := checkpoint.Apply(ctx, of.tgtAdm, group, offs, checkpoint.ApplyOptions{
+		AllowRewind:     allowRewind,
+		InitLocalTopics: !noLocal,
+		Policy:          of.sel.Policy,
+		Source:          of.flow.Source,
+	})
+	printApplied(stdout, res)
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrGroupActive) {
+			_, _ = fmt.Fprintf(stderr, "mm2go: group %s has members on %s; stop its consumers first: %v\n", group, of.flow.Target, err)
+		} else {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+func printTranslations(w io.Writer, f *config.Flow, group string, offs []checkpoint.GroupOffset) {
+	_, _ = fmt.Fprintf(w, "group %s, flow %s\n", group, f.Name())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tMODE")
+	for _, o := range offs {
+		target, mode := "-", "unknown (nothing replicated)"
+		if o.Known {
+			target, mode = fmt.Sprint(o.Translation.Downstream), o.Translation.Mode.String()
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", o.Topic, o.Partition, o.SourceOffset, o.RemoteTopic, target, mode)
+	}
+	_ = tw.Flush()
+}
+
+func printApplied(w io.Writer, res checkpoint.ApplyResult) {
+	for _, c := range res.Committed {
+		_, _ = fmt.Fprintf(w, "committed %+v\n", c)
+	}
+	for _, s := range res.Skipped {
+		_, _ = fmt.Fprintf(w, "skipped   %+v\n", s)
+	}
+}
+
+// runFailover is `mm2go failover check`.
+func runFailover(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "check" {
+		_, _ = fmt.Fprintln(stderr, "usage: mm2go failover check -c FILE [--flow A->B] [--group G ...]")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("mm2go failover check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		ff     flowFlags
+		groups multiFlag
+	)
+	ff.register(fs)
+	fs.Var(&groups, "group", "consumer group to check (repeatable; default: every group the flow checkpoints)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	of, code := ff.open(stderr)
+	if of == nil {
+		return code
+	}
+	defer of.close()
+	ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+	defer cancel()
+
+	if len(groups) == 0 {
+		gf, err := policy.NewFilter(of.flow.Groups, of.flow.GroupsExclude)
+		if err == nil {
+			groups, err = checkpoint.SelectGroups(ctx, of.srcAdm, gf, of.sel)
+		}
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitFailure
+		}
+	}
+	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitFailure
+	}
+	rep, err := checkpoint.Check(ctx, of.srcAdm, of.tgtAdm, idx, of.sel, of.flow.Source, groups,
+		checkpoint.CheckOptions{ReadCommitted: of.flow.SourceIsolationLevel == config.ReadCommitted})
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return exitFailure
+	}
+	for _, g := range rep.Groups {
+		status := "SAFE"
+		if len(g.Failures) > 0 {
+			status = "NOT SAFE"
+		}
+		_, _ = fmt.Fprintf(stdout, "group %s: %s (%d partitions; on %s: state %s, %d members)\n", g.Group, status, g.Partitions, of.flow.Target, g.State, g.Members)
+		for _, f := range g.Failures {
+			_, _ = fmt.Fprintf(stdout, "  %s[%d] -> %s: %s: %s\n", f.Topic, f.Partition, f.RemoteTopic, f.Reason, f.Detail)
+		}
+	}
+	if !rep.Safe() {
+		_, _ = fmt.Fprintln(stdout, "NOT SAFE to switch consumers yet")
+		return exitFailure
+	}
+	_, _ = fmt.Fprintln(stdout, "SAFE to switch consumers")
+	return exitOK
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
