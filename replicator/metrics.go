@@ -1,6 +1,8 @@
 package replicator
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mm2go/mm2go/internal/metric"
@@ -41,7 +43,16 @@ type metrics struct {
 	flushes       *prometheus.CounterVec
 	syncs         *prometheus.CounterVec
 	segments      *prometheus.CounterVec
+	lagSeconds    *prometheus.GaugeVec
+	partitionLag  *prometheus.GaugeVec
+	topics        *prometheus.GaugeVec
+	age           *prometheus.HistogramVec
+	latency       *prometheus.HistogramVec
 }
+
+// latencyBuckets are the buckets of the record age and replication latency
+// histograms, in seconds: 1 ms to about 5 minutes.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
@@ -94,6 +105,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mm2go_replicator_offset_syncs_total",
 			Help: "Records written to MM2's offset-syncs topic.",
 		}, "flow"),
+		lagSeconds: gauge(prometheus.GaugeOpts{
+			Name: "mm2go_replicator_lag_seconds",
+			Help: "Age of the oldest source record not yet copied, the largest over the topic's partitions (0 when caught up).",
+		}, "flow", "topic"),
+		partitionLag: gauge(prometheus.GaugeOpts{
+			Name: "mm2go_replicator_partition_lag_records",
+			Help: "Source offsets not yet acknowledged by the target, per partition (dropped with --metrics.partitions=false).",
+		}, "flow", "topic", "partition"),
+		topics: gauge(prometheus.GaugeOpts{
+			Name: "mm2go_replicator_topics",
+			Help: "Source topics the flow copies.",
+		}, "flow"),
+		age: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mm2go_replicator_record_age_seconds",
+			Help:    "Age of records when fetched from the source: now minus the record timestamp (MM2's record-age-ms).",
+			Buckets: latencyBuckets,
+		}, []string{"flow"})),
+		latency: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mm2go_replicator_replication_latency_seconds",
+			Help:    "End-to-end latency: from the record timestamp on the source to the target's acknowledgement (MM2's replication-latency-ms).",
+			Buckets: latencyBuckets,
+		}, []string{"flow"})),
 		segments: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_offset_map_segments_total",
 			Help: "Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
@@ -152,5 +185,36 @@ func (m *metrics) flushWrote(flow string, syncs, segments int) {
 	if m != nil {
 		m.syncs.WithLabelValues(flow).Add(float64(syncs))
 		m.segments.WithLabelValues(flow).Add(float64(segments))
+	}
+}
+
+// observers returns the histogram observers of a flow; nil observers when
+// metrics are off.
+func (m *metrics) observers(flow string) (age, latency prometheus.Observer) {
+	if m == nil {
+		return nopObserver{}, nopObserver{}
+	}
+	return m.age.WithLabelValues(flow), m.latency.WithLabelValues(flow)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(float64) {}
+
+func (m *metrics) setLagSeconds(flow, topic string, s float64) {
+	if m != nil {
+		m.lagSeconds.WithLabelValues(flow, topic).Set(s)
+	}
+}
+
+func (m *metrics) setPartitionLag(flow, topic string, partition int32, lag int64) {
+	if m != nil {
+		m.partitionLag.WithLabelValues(flow, topic, strconv.Itoa(int(partition))).Set(float64(lag))
+	}
+}
+
+func (m *metrics) setTopics(flow string, n int) {
+	if m != nil {
+		m.topics.WithLabelValues(flow).Set(float64(n))
 	}
 }

@@ -47,6 +47,8 @@ type partition struct {
 
 	// removed is set when the source topic vanished or left the filter.
 	removed atomic.Bool
+	// ackedTS is the timestamp (Unix ms) of the last acknowledged record.
+	ackedTS atomic.Int64
 
 	// Poll loop only.
 	next     int64 // next upstream offset expected from the fetcher; -1 unknown

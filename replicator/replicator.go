@@ -25,7 +25,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +85,13 @@ type Options struct {
 	// PruneInterval is how often the offset map is pruned of segments
 	// below the source's log start; default 1h.
 	PruneInterval time.Duration
+	// ProgressInterval is how often the log reports progress while a
+	// backlog is being copied; default 30s.
+	ProgressInterval time.Duration
+	// PartitionMetrics adds per-partition lag gauges
+	// (mm2go_replicator_partition_lag_records); topics with many partitions
+	// multiply the series.
+	PartitionMetrics bool
 }
 
 // ConsumerOpts are the options the source client needs on top of the flow's
@@ -130,6 +140,15 @@ type Replicator struct {
 	failed []*partition // partitions the promise goroutine marked failed, for the poll loop
 
 	promise func(*kgo.Record, error)
+
+	age, latency prometheus.Observer
+
+	// copied counts acknowledged records since start (promise goroutine
+	// writes, the flush loop reads) for the progress log.
+	copied atomic.Int64
+	// Flush loop only: the last progress report.
+	reportAt     time.Time
+	reportCopied int64
 }
 
 // New validates the options and returns a Replicator.
@@ -160,6 +179,9 @@ func New(o Options) (*Replicator, error) {
 	if o.PruneInterval <= 0 {
 		o.PruneInterval = time.Hour
 	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = 30 * time.Second
+	}
 	f := o.Flow
 	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
 	if err != nil {
@@ -187,6 +209,7 @@ func New(o Options) (*Replicator, error) {
 		}
 	}
 	r.promise = r.onProduced
+	r.age, r.latency = r.m.observers(r.flow)
 	return r, nil
 }
 
@@ -216,6 +239,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover topics of %s: %w", f.Name(), err)
 	}
+	r.updateLag(ctx)
 	r.logStart()
 
 	// Records are produced with a context that outlives ctx, so that a
@@ -296,10 +320,19 @@ func (r *Replicator) logStart() {
 	})
 	r.mu.Lock()
 	topics = len(r.parts)
+	names := make([]string, 0, len(r.parts))
+	for t := range r.parts {
+		names = append(names, t)
+	}
 	r.mu.Unlock()
+	sort.Strings(names)
+	if len(names) > 20 {
+		names = append(names[:20], "...")
+	}
 	r.log.Info("flow started",
 		zap.String("source_cluster", r.o.Flow.Source),
 		zap.String("target_cluster", r.o.Flow.Target),
+		zap.Strings("topic_names", names),
 		zap.Int("topics", topics),
 		zap.Int("partitions", parts),
 		zap.Int64("backlog_records", backlog))
@@ -355,6 +388,9 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			// the producer a record belongs to it.
 			last := fp.Records[len(fp.Records)-1]
 			lastOffset, lastControl := last.Offset, last.Attrs.IsControl()
+			// Record age is sampled once per fetched batch, by its first
+			// record: per-record observations would cost more than the copy.
+			r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
 			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
 			n := 0
 			for _, rec := range fp.Records {
@@ -446,6 +482,10 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 	p.observe(m.up, rec.Offset, r.syncTopic != "")
 	p.acked.Store(m.up)
 	p.mu.Unlock()
+	r.copied.Add(1)
+	ts := rec.Timestamp.UnixMilli()
+	p.ackedTS.Store(ts)
+	r.latency.Observe(float64(time.Now().UnixMilli()-ts) / 1000)
 	p.m.records.Inc()
 	size := len(rec.Key) + len(rec.Value)
 	for _, h := range rec.Headers {
@@ -633,19 +673,65 @@ func (r *Replicator) updateLag(ctx context.Context) {
 		return
 	}
 	sums := make(map[string]int64, len(topics))
+	secs := make(map[string]float64, len(topics))
+	now := time.Now().UnixMilli()
 	r.mu.Lock()
 	for t, ps := range r.parts {
 		for i, p := range ps {
 			if o, ok := ends.Lookup(t, i); ok && o.Err == nil {
 				p.end.Store(o.Offset)
 			}
-			sums[t] += max(p.lag(), 0)
+			lag := max(p.lag(), 0)
+			sums[t] += lag
+			if r.o.PartitionMetrics {
+				r.m.setPartitionLag(r.flow, t, i, lag)
+			}
+			// The oldest uncopied record follows the last acknowledged
+			// one; its age is at least that one's.
+			if ts := p.ackedTS.Load(); lag > 0 && ts > 0 {
+				secs[t] = max(secs[t], float64(now-ts)/1000)
+			} else {
+				secs[t] = max(secs[t], 0)
+			}
 		}
 	}
 	r.mu.Unlock()
 	for t, l := range sums {
 		r.m.setLag(r.flow, t, l)
+		r.m.setLagSeconds(r.flow, t, secs[t])
 	}
+	r.m.setTopics(r.flow, len(topics))
+	var backlog int64
+	for _, l := range sums {
+		backlog += l
+	}
+	r.reportProgress(backlog)
+}
+
+// reportProgress logs, every ProgressInterval while a backlog remains, how
+// much was copied, at what rate, and when the backlog should be done.
+func (r *Replicator) reportProgress(backlog int64) {
+	now, copied := time.Now(), r.copied.Load()
+	if r.reportAt.IsZero() {
+		r.reportAt, r.reportCopied = now, copied
+		return
+	}
+	elapsed := now.Sub(r.reportAt)
+	if elapsed < r.o.ProgressInterval || backlog == 0 && copied == r.reportCopied {
+		return
+	}
+	rate := float64(copied-r.reportCopied) / elapsed.Seconds()
+	fields := []zap.Field{zap.Int64("copied_records", copied), zap.Float64("records_per_second", math.Round(rate)), zap.Int64("backlog_records", backlog)}
+	switch {
+	case backlog == 0:
+		r.log.Info("caught up", fields...)
+	case rate > 0:
+		eta := time.Duration(float64(backlog) / rate * float64(time.Second)).Round(time.Second)
+		r.log.Info("catching up", append(fields, zap.Duration("eta", eta))...)
+	default:
+		r.log.Warn("backlog is not shrinking", fields...)
+	}
+	r.reportAt, r.reportCopied = now, copied
 }
 
 // Stats is a point-in-time summary of a flow for progress displays.

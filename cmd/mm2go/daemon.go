@@ -32,6 +32,8 @@ type daemonOptions struct {
 	ListenAddress string
 	// DrainTimeout bounds each flow's drain at shutdown.
 	DrainTimeout time.Duration
+	// PartitionMetrics exports per-partition lag gauges.
+	PartitionMetrics bool
 }
 
 // daemon runs every selected flow and the HTTP endpoint. It never installs
@@ -79,13 +81,14 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 			continue // a heartbeat-only pair into a cluster the file cannot reach
 		}
 		d.flows = append(d.flows, &flowRunner{
-			flow:         f,
-			log:          o.Log.With(zap.String("flow", f.Name())),
-			base:         o.Log,
-			lvl:          o.Level,
-			reg:          o.Registry,
-			m:            d.m,
-			drainTimeout: o.DrainTimeout,
+			flow:             f,
+			log:              o.Log.With(zap.String("flow", f.Name())),
+			base:             o.Log,
+			lvl:              o.Level,
+			reg:              o.Registry,
+			m:                d.m,
+			drainTimeout:     o.DrainTimeout,
+			partitionMetrics: o.PartitionMetrics,
 		})
 	}
 	enabled := 0

@@ -33,7 +33,8 @@ type flowRunner struct {
 	reg  prometheus.Registerer
 	m    *daemonMetrics
 
-	drainTimeout time.Duration
+	drainTimeout     time.Duration
+	partitionMetrics bool
 
 	mu  sync.Mutex
 	rep *replicator.Replicator // current run's replicator, for status displays
@@ -150,18 +151,19 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 	}
 
 	rep, err := replicator.New(replicator.Options{
-		Flow:         f,
-		Policy:       policyFor(f),
-		Source:       src,
-		SourceAdmin:  kadm.NewClient(srcAdmin),
-		Target:       dst,
-		TargetAdmin:  kadm.NewClient(dstAdmin),
-		TargetReader: reader,
-		SourceReader: srcReader,
-		SyncProducer: syncProducer,
-		Log:          fr.base.Named("replicator"),
-		Registerer:   fr.reg,
-		DrainTimeout: fr.drainTimeout,
+		Flow:             f,
+		Policy:           policyFor(f),
+		Source:           src,
+		SourceAdmin:      kadm.NewClient(srcAdmin),
+		Target:           dst,
+		TargetAdmin:      kadm.NewClient(dstAdmin),
+		TargetReader:     reader,
+		SourceReader:     srcReader,
+		SyncProducer:     syncProducer,
+		Log:              fr.base.Named("replicator"),
+		Registerer:       fr.reg,
+		DrainTimeout:     fr.drainTimeout,
+		PartitionMetrics: fr.partitionMetrics,
 	})
 	if err != nil {
 		return err

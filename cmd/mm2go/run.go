@@ -80,10 +80,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // commonFlags are the flags every long-running command takes.
 type commonFlags struct {
-	logLevel     string
-	logFormat    string
-	listen       string
-	drainTimeout time.Duration
+	logLevel         string
+	logFormat        string
+	listen           string
+	drainTimeout     time.Duration
+	partitionMetrics bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
@@ -91,6 +92,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.StringVar(&c.logFormat, "log.format", string(logConsole), "log format: console or json")
 	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address for /metrics, /healthz and /readyz; empty disables it")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
+	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
 }
 
 // loadConfig loads the file and prints its warnings and errors. ok is false
@@ -155,13 +157,14 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	d, err := newDaemon(daemonOptions{
-		Config:        cfg,
-		Targets:       targets,
-		Log:           log,
-		Level:         lvl,
-		Registry:      reg,
-		ListenAddress: cf.listen,
-		DrainTimeout:  cf.drainTimeout,
+		Config:           cfg,
+		Targets:          targets,
+		Log:              log,
+		Level:            lvl,
+		Registry:         reg,
+		ListenAddress:    cf.listen,
+		DrainTimeout:     cf.drainTimeout,
+		PartitionMetrics: cf.partitionMetrics,
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
