@@ -3,6 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,4 +292,74 @@ func TestIntegrationMalformedConfig(t *testing.T) {
 			require.NotContains(t, name, e.id, "topic %s created on the source", name)
 		}
 	}
+}
+
+// freePort returns a loopback address nobody listens on right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// scrape returns the value of a metric series (name with labels, as printed
+// in the exposition format), or -1 if absent.
+func scrape(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return -1
+}
+
+// TestIntegrationReload: SIGHUP re-reads the file; a widened topic filter
+// starts copying the new topic, and a broken file is refused while the
+// running configuration goes on.
+func TestIntegrationReload(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.topic("a"), e.topic("b")
+	e.createTopic(a, 1, nil)
+	e.createTopic(b, 1, nil)
+	var seq int
+	produceN(t, e.srcCl, []string{a, b}, 1, 20, &seq)
+	cfg := e.config(e.src + "->" + e.dst + ".topics.exclude = " + b)
+	addr := freePort(t)
+	p := e.start("-c", cfg, "--web.listen-address", addr)
+	eventually(t, time.Minute, "topic a copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(a)) == 10 })
+	require.Zero(t, endOffsets(t, e.dstAdm, e.remote(b)))
+
+	// Widen the filter and reload.
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Replace(mustRead(t, cfg), e.src+"->"+e.dst+".topics.exclude = "+b, "", 1)), 0o600))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	eventually(t, time.Minute, "topic b copied after the reload", func() bool { return endOffsets(t, e.dstAdm, e.remote(b)) == 10 })
+	require.InDelta(t, 1, scrape(t, addr, "mm2go_config_last_reload_successful"), 0)
+
+	// A broken file: refused, still copying.
+	require.NoError(t, os.WriteFile(cfg, []byte(mustRead(t, cfg)+"replication.factor = two\n"), 0o600))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	eventually(t, 30*time.Second, "the reload refused", func() bool { return scrape(t, addr, "mm2go_config_last_reload_successful") == 0 })
+	produceN(t, e.srcCl, []string{a}, 1, 5, &seq)
+	eventually(t, time.Minute, "copying goes on", func() bool { return endOffsets(t, e.dstAdm, e.remote(a)) == 15 })
+	require.Contains(t, p.out.String(), "replication.factor")
+	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second))
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -36,21 +39,39 @@ type daemonOptions struct {
 	PartitionMetrics bool
 }
 
-// daemon runs every selected flow and the HTTP endpoint. It never installs
-// signal handlers: run owns the process, so tests can run a daemon in
-// process.
+// daemon runs every selected flow and the HTTP endpoint, and applies
+// reloaded configurations. It never installs signal handlers: run owns the
+// process, so tests can run a daemon in process.
 type daemon struct {
-	o     daemonOptions
-	log   *zap.Logger
-	m     *daemonMetrics
-	flows []*flowRunner
+	o   daemonOptions
+	log *zap.Logger
+	m   *daemonMetrics
+
+	// mu guards flows, which Run changes on reloads and /readyz reads.
+	mu    sync.Mutex
+	flows map[string]*flowHandle
 
 	ln  net.Listener
 	srv *http.Server
 
+	reloads  chan reloadRequest
 	stopOnce sync.Once
-	cancel   context.CancelFunc
+	stop     chan struct{}
 	done     chan struct{}
+}
+
+// flowHandle is a running flow: its runner, the fingerprint of the
+// settings it runs with, and how to stop it.
+type flowHandle struct {
+	fr          *flowRunner
+	fingerprint string
+	cancel      context.CancelFunc
+	done        chan struct{}
+}
+
+type reloadRequest struct {
+	cfg    *config.Config
+	result chan error
 }
 
 // newDaemon checks the selection, registers the process metrics and binds
@@ -62,44 +83,13 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second
 	}
-	d := &daemon{o: o, log: o.Log, done: make(chan struct{})}
+	d := &daemon{o: o, log: o.Log, flows: make(map[string]*flowHandle),
+		reloads: make(chan reloadRequest), stop: make(chan struct{}), done: make(chan struct{})}
+	if _, err := d.selectFlows(o.Config); err != nil {
+		return nil, err
+	}
 	d.m = newDaemonMetrics(o.Registry)
 	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	targets := make(map[string]bool, len(o.Targets))
-	for _, t := range o.Targets {
-		if o.Config.Cluster(t) == nil {
-			return nil, fmt.Errorf("--clusters: unknown cluster %q", t)
-		}
-		targets[t] = true
-	}
-	for _, f := range o.Config.Flows {
-		if !f.Active() || (len(targets) > 0 && !targets[f.Target]) {
-			continue
-		}
-		if !f.Enabled && len(f.Client(config.RoleTargetProducer).BootstrapServers) == 0 {
-			continue // a heartbeat-only pair into a cluster the file cannot reach
-		}
-		d.flows = append(d.flows, &flowRunner{
-			flow:             f,
-			log:              o.Log.With(zap.String("flow", f.Name())),
-			base:             o.Log,
-			lvl:              o.Level,
-			reg:              o.Registry,
-			m:                d.m,
-			drainTimeout:     o.DrainTimeout,
-			partitionMetrics: o.PartitionMetrics,
-		})
-	}
-	enabled := 0
-	for _, fr := range d.flows {
-		if fr.flow.Enabled {
-			enabled++
-		}
-	}
-	if enabled == 0 {
-		return nil, errors.New("no source->target replication flows selected")
-	}
 	if o.ListenAddress != "" {
 		ln, err := net.Listen("tcp", o.ListenAddress)
 		if err != nil {
@@ -115,6 +105,37 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 	return d, nil
 }
 
+// selectFlows returns the flows of cfg this daemon runs, by name: the
+// enabled flows, and the heartbeat-only pairs MM2 also runs (spec §2.4),
+// limited to the --clusters targets. At least one enabled flow is required.
+func (d *daemon) selectFlows(cfg *config.Config) (map[string]*config.Flow, error) {
+	targets := make(map[string]bool, len(d.o.Targets))
+	for _, t := range d.o.Targets {
+		if cfg.Cluster(t) == nil {
+			return nil, fmt.Errorf("--clusters: unknown cluster %q", t)
+		}
+		targets[t] = true
+	}
+	out := make(map[string]*config.Flow)
+	enabled := 0
+	for _, f := range cfg.Flows {
+		if !f.Active() || (len(targets) > 0 && !targets[f.Target]) {
+			continue
+		}
+		if !f.Enabled && len(f.Client(config.RoleTargetProducer).BootstrapServers) == 0 {
+			continue // a heartbeat-only pair into a cluster the file cannot reach
+		}
+		if f.Enabled {
+			enabled++
+		}
+		out[f.Name()] = f
+	}
+	if enabled == 0 {
+		return nil, errors.New("no source->target replication flows selected")
+	}
+	return out, nil
+}
+
 // Addr is the HTTP listener's address, or "" without one.
 func (d *daemon) Addr() string {
 	if d.ln == nil {
@@ -126,12 +147,15 @@ func (d *daemon) Addr() string {
 // ready answers 200 when every flow runs, 503 with the ones that do not.
 func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 	var down []string
-	for _, fr := range d.flows {
-		if _, ok := fr.stats(); (fr.flow.Enabled && !ok) || !d.m.isUp(fr.flow.Name()) {
-			down = append(down, fr.flow.Name())
+	d.mu.Lock()
+	for name, h := range d.flows {
+		if _, ok := h.fr.stats(); (h.fr.flow.Enabled && !ok) || !d.m.isUp(name) {
+			down = append(down, name)
 		}
 	}
+	d.mu.Unlock()
 	if len(down) > 0 {
+		sort.Strings(down)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = fmt.Fprintf(w, "not ready: %v\n", down)
 		return
@@ -140,11 +164,13 @@ func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Run serves HTTP and runs the flows until ctx is cancelled or Stop is
-// called, then stops the flows (each drains within DrainTimeout) and the HTTP
-// server. It returns once everything stopped.
+// called, applying reloads in between; then it stops the flows (each drains
+// within DrainTimeout, all at once) and the HTTP server. It returns once
+// everything stopped.
 func (d *daemon) Run(ctx context.Context) error {
-	ctx, d.cancel = context.WithCancel(ctx)
 	defer close(d.done)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	var httpErr error
 	if d.srv != nil {
@@ -153,35 +179,118 @@ func (d *daemon) Run(ctx context.Context) error {
 			defer wg.Done()
 			if err := d.srv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				httpErr = fmt.Errorf("serve http: %w", err)
-				d.cancel()
+				cancel()
 			}
 		}()
 	}
-	d.log.Info("mm2go started", zap.Int("flows", len(d.flows)), zap.String("http_address", d.Addr()))
-	var flows sync.WaitGroup
-	for _, fr := range d.flows {
-		flows.Go(func() { fr.supervise(ctx) })
-	}
-	<-ctx.Done()
-	flows.Wait()
-	if d.srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = d.srv.Shutdown(sctx)
+	if err := d.apply(ctx, d.o.Config); err != nil {
 		cancel()
+	}
+	d.log.Info("mm2go started", zap.Int("flows", len(d.flows)), zap.String("http_address", d.Addr()))
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-d.stop:
+			break loop
+		case req := <-d.reloads:
+			err := d.apply(ctx, req.cfg)
+			d.m.reloaded(err == nil)
+			req.result <- err
+		}
+	}
+	cancel()
+	d.mu.Lock()
+	handles := slices.Collect(maps.Values(d.flows))
+	d.mu.Unlock()
+	for _, h := range handles {
+		<-h.done
+	}
+	if d.srv != nil {
+		sctx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.srv.Shutdown(sctx)
+		cancelHTTP()
 	}
 	wg.Wait()
 	d.log.Info("mm2go stopped")
 	return httpErr
 }
 
-// Stop cancels Run and waits for it to return. It is idempotent.
-func (d *daemon) Stop() {
-	d.stopOnce.Do(func() {
-		if d.cancel != nil {
-			d.cancel()
-			<-d.done
+// Reload asks Run to switch to cfg: flows whose settings did not change
+// keep running untouched; changed flows are stopped (drained) and started
+// again; removed ones are stopped; new ones started. On error (cfg selects
+// no enabled flow) nothing changes. It returns once the switch is done.
+func (d *daemon) Reload(ctx context.Context, cfg *config.Config) error {
+	req := reloadRequest{cfg: cfg, result: make(chan error, 1)}
+	select {
+	case d.reloads <- req:
+	case <-d.done:
+		return errors.New("daemon stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-req.result
+}
+
+// apply brings the running flows in line with cfg. Run's goroutine only.
+func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
+	want, err := d.selectFlows(cfg)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var stopped, started []string
+	for name, h := range d.flows {
+		if f, ok := want[name]; ok && f.Fingerprint() == h.fingerprint {
+			continue
 		}
-	})
+		h.cancel()
+		<-h.done
+		delete(d.flows, name)
+		stopped = append(stopped, name)
+	}
+	for name, f := range want {
+		if _, ok := d.flows[name]; ok {
+			continue
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		h := &flowHandle{
+			fr: &flowRunner{
+				flow:             f,
+				log:              d.o.Log.With(zap.String("flow", name)),
+				base:             d.o.Log,
+				lvl:              d.o.Level,
+				reg:              d.o.Registry,
+				m:                d.m,
+				drainTimeout:     d.o.DrainTimeout,
+				partitionMetrics: d.o.PartitionMetrics,
+			},
+			fingerprint: f.Fingerprint(),
+			cancel:      cancel,
+			done:        make(chan struct{}),
+		}
+		d.flows[name] = h
+		started = append(started, name)
+		go func() {
+			defer close(h.done)
+			h.fr.supervise(fctx)
+		}()
+	}
+	if len(stopped) > 0 || len(started) > 0 {
+		sort.Strings(stopped)
+		sort.Strings(started)
+		d.log.Info("flows applied", zap.Strings("stopped", stopped), zap.Strings("started", started), zap.Int("running", len(d.flows)))
+	}
+	return nil
+}
+
+// Stop makes Run return and waits for it. It is idempotent and safe to
+// call before Run.
+func (d *daemon) Stop() {
+	d.stopOnce.Do(func() { close(d.stop) })
+	<-d.done
 }
 
 // daemonMetrics are the process-level metrics.
@@ -189,6 +298,8 @@ type daemonMetrics struct {
 	up       *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
 	workers  *prometheus.CounterVec
+	reload   prometheus.Gauge
+	reloadTS prometheus.Gauge
 	mu       sync.Mutex
 	upFlows  map[string]bool
 }
@@ -200,7 +311,7 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 		Help:        "Build information; always 1.",
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit},
 	}, func() float64 { return 1 })
-	return &daemonMetrics{
+	m := &daemonMetrics{
 		up: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mm2go_flow_up",
 			Help: "1 while the flow's workers run, 0 while it waits to restart.",
@@ -213,7 +324,28 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "mm2go_flow_worker_restarts_total",
 			Help: "Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
 		}, []string{"flow", "reason"}),
+		reload: f.NewGauge(prometheus.GaugeOpts{
+			Name: "mm2go_config_last_reload_successful",
+			Help: "1 if the last configuration reload (SIGHUP) succeeded or none was tried, 0 if it failed and the previous configuration still runs.",
+		}),
+		reloadTS: f.NewGauge(prometheus.GaugeOpts{
+			Name: "mm2go_config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration was last loaded successfully (start or reload), in seconds since the Unix epoch.",
+		}),
 		upFlows: make(map[string]bool),
+	}
+	m.reload.Set(1)
+	m.reloadTS.SetToCurrentTime()
+	return m
+}
+
+// reloaded records the outcome of a reload.
+func (m *daemonMetrics) reloaded(ok bool) {
+	if ok {
+		m.reload.Set(1)
+		m.reloadTS.SetToCurrentTime()
+	} else {
+		m.reload.Set(0)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -171,4 +172,71 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, exitOK, code, out.String())
 	require.Contains(t, out.String(), "OK: every record was replicated")
 	require.Contains(t, out.String(), "primary.orders")
+}
+
+// TestDaemonReload: a reload restarts only the flows whose settings changed,
+// and a configuration without flows is refused while the old one runs on.
+func TestDaemonReload(t *testing.T) {
+	src, dst := newCluster(t), newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	_, err = kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "orders", "payments")
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx,
+		&kgo.Record{Topic: "orders", Value: []byte("o")}, &kgo.Record{Topic: "payments", Value: []byte("p")}).FirstErr())
+
+	reg := prometheus.NewRegistry()
+	d, err := newDaemon(daemonOptions{
+		Config: testConfig(t, src, dst, "A->B.topics = orders"), Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),
+		Registry: reg, DrainTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { d.Stop(); <-done })
+
+	dcl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.MetadataMinAge(50*time.Millisecond))
+	require.NoError(t, err)
+	defer dcl.Close()
+	dadm := kadm.NewClient(dcl)
+	copied := func(topic string) bool {
+		ends, err := dadm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		o, ok := ends.Lookup(topic, 0)
+		return ok && o.Err == nil && o.Offset == 1
+	}
+	require.Eventually(t, func() bool { return copied("A.orders") }, 20*time.Second, 50*time.Millisecond)
+	handles := func() map[string]*flowHandle {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return maps.Clone(d.flows)
+	}
+	before := handles()
+	require.Contains(t, before, "A->B")
+	require.Contains(t, before, "B->A", "heartbeat-only pair")
+
+	// Changed topics: A->B restarts, B->A (unchanged) keeps running.
+	require.NoError(t, d.Reload(ctx, testConfig(t, src, dst, "A->B.topics = orders, payments")))
+	after := handles()
+	require.NotSame(t, before["A->B"], after["A->B"])
+	require.Same(t, before["B->A"], after["B->A"])
+	require.Eventually(t, func() bool { return copied("A.payments") }, 20*time.Second, 50*time.Millisecond)
+	require.InDelta(t, 1, testutil.ToFloat64(d.m.reload), 0)
+
+	// Same file again: nothing restarts.
+	require.NoError(t, d.Reload(ctx, testConfig(t, src, dst, "A->B.topics = orders, payments")))
+	require.Same(t, after["A->B"], handles()["A->B"])
+
+	// No enabled flow: refused, the old flows run on.
+	noFlows, _, err := config.Parse([]byte("clusters = A, B\nA.bootstrap.servers = "+src.ListenAddrs()[0]+
+		"\nB.bootstrap.servers = "+dst.ListenAddrs()[0]+"\nA->B.enabled = false\nB->A.enabled = true\nB->A.emit.heartbeats.enabled = false\n"), t.TempDir())
+	require.NoError(t, err)
+	d.o.Targets = []string{"B"}
+	require.Error(t, d.Reload(ctx, noFlows))
+	require.InDelta(t, 0, testutil.ToFloat64(d.m.reload), 0)
+	require.Same(t, after["A->B"], handles()["A->B"])
 }

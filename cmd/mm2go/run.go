@@ -185,11 +185,48 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		_ = log.Sync()
 		os.Exit(exitFailure)
 	}()
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hups:
+				reload(ctx, d, file, log)
+			}
+		}
+	}()
 	if err := d.Run(ctx); err != nil {
 		log.Error("stopped", zap.Error(err))
 		return exitFailure
 	}
 	return exitOK
+}
+
+// reload re-reads the file and hands it to the daemon, which restarts only
+// the flows whose settings changed. A file that does not load leaves the
+// running configuration in place; both outcomes are logged and exported as
+// mm2go_config_last_reload_successful.
+func reload(ctx context.Context, d *daemon, file string, log *zap.Logger) {
+	log.Info("reloading configuration", zap.String("file", file))
+	cfg, warns, err := config.Load(file)
+	for _, w := range warns {
+		log.Warn("config", zap.String("key", w.Key), zap.String("problem", w.Message))
+	}
+	if err != nil {
+		d.m.reloaded(false)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			log.Error("reload refused: invalid configuration; the previous one keeps running", zap.String("problem", line))
+		}
+		return
+	}
+	if err := d.Reload(ctx, cfg); err != nil {
+		log.Error("reload refused; the previous configuration keeps running", zap.Error(err))
+		return
+	}
+	log.Info("configuration reloaded")
 }
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
