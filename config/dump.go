@@ -87,6 +87,7 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	line(keyEmitOffsetSyncsEnabled, f.EmitOffsetSyncsEnabled)
 	line(keyOffsetSyncsLocation, f.OffsetSyncsTopicLocation)
 	line(keyOffsetLagMax, f.OffsetLagMax)
+	line(keyProvenanceHeaders, fmt.Sprintf("%v (%s)", f.ProvenanceHeaders, f.provenanceMode))
 	line(keyUseDefaultsFrom, f.UseDefaultsFrom)
 	line(keyTasksMax, f.TasksMax)
 	line(keyAdminTimeout, ms(f.AdminTimeout))

@@ -178,6 +178,15 @@ type Flow struct {
 	// OffsetSyncsTopicLocation is "offset-syncs.topic.location" (default
 	// LocationSource).
 	OffsetSyncsTopicLocation Location
+	// ProvenanceHeaders is mm2go's "mm2go.provenance.headers": auto
+	// (default), true or false. When on, every record the flow copies gets
+	// a header "mm2go.origin" naming the cluster it was first produced on,
+	// and records whose origin is the flow's target are not copied: the
+	// loop guard MM2's identity policy lacks. auto turns it on for a flow
+	// under the identity policy whose reverse flow is enabled too.
+	ProvenanceHeaders bool
+	provenanceMode    string
+
 	// OffsetLagMax is "offset.lag.max" (default 100): how far the newest
 	// offset sync may fall behind before a new one is emitted.
 	OffsetLagMax int64
@@ -447,6 +456,15 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		p.probs.warn(e.origin, "no effect for flow %s, as in MM2: group offsets are synced by the checkpoint tasks, which do not run without emit.checkpoints.enabled and emit.offset-syncs.enabled", f.Name())
 	}
 	f.OffsetLagMax = r.integer(keyOffsetLagMax, 100, 0, math.MaxInt64, "0..9223372036854775807")
+	f.provenanceMode = "auto"
+	if e, ok := r.get(keyProvenanceHeaders); ok {
+		switch v := strings.ToLower(javaTrim(e.value)); v {
+		case "auto", "true", "false":
+			f.provenanceMode = v
+		default:
+			p.probs.errorf(e.origin, "invalid value (got %q, want auto, true or false)", e.value)
+		}
+	}
 
 	f.UseDefaultsFrom = DefaultsFromTarget
 	if e, ok := r.get(keyUseDefaultsFrom); ok && e.origin != keyUseDefaultsFrom {

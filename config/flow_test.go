@@ -343,3 +343,31 @@ func TestCheckpointDependencies(t *testing.T) {
 		})
 	}
 }
+
+// TestProvenanceHeaders: mm2go.provenance.headers defaults to auto, which
+// turns the loop guard on only for active/active under the identity policy.
+func TestProvenanceHeaders(t *testing.T) {
+	const identity = "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+	tests := []struct {
+		name     string
+		extra    string
+		ab, ba   bool
+		problems string
+	}{
+		{"default policy, one way", "", false, false, ""},
+		{"default policy, both ways", "b->a.enabled = true\n", false, false, ""},
+		{"identity, one way", identity, false, false, ""},
+		{"identity, both ways", identity + "b->a.enabled = true\n", true, true, ""},
+		{"forced on", "mm2go.provenance.headers = true\n", true, true, ""},
+		{"forced off", identity + "b->a.enabled = true\na->b.mm2go.provenance.headers = false\n", false, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := mustLoad(t, twoClusters+tt.extra)
+			require.Equal(t, tt.ab, c.Flow("a", "b").ProvenanceHeaders, "a->b")
+			require.Equal(t, tt.ba, c.Flow("b", "a").ProvenanceHeaders, "b->a")
+		})
+	}
+	_, _, err := load(t, twoClusters+"mm2go.provenance.headers = sometimes\n", nil, t.TempDir())
+	require.ErrorContains(t, err, `mm2go.provenance.headers: invalid value (got "sometimes", want auto, true or false)`)
+}

@@ -53,6 +53,12 @@ const (
 	keyTransforms                   = "transforms"
 	keyPredicates                   = "predicates"
 
+	// keyProvenanceHeaders is mm2go's own key (no MM2 equivalent): whether
+	// copied records carry a header naming their origin cluster, which
+	// keeps active/active replication under the identity policy from
+	// looping.
+	keyProvenanceHeaders = "mm2go.provenance.headers"
+
 	keyOffsetStorageTopic      = "offset.storage.topic"
 	keyOffsetStoragePartitions = "offset.storage.partitions"
 	keyOffsetStorageRF         = "offset.storage.replication.factor"
@@ -128,6 +134,9 @@ func isConnectorKey(k string) bool {
 		keySyncTopicConfigsEnabled, keySyncTopicConfigsInterval, keySyncTopicAclsEnabled, keySyncTopicAclsInterval,
 		keyReplicationFactor, keyOffsetSyncsRF, keyOffsetLagMax, keyOffsetSyncsLocation, keyEmitOffsetSyncsEnabled,
 		keyHeartbeatsReplicationEnabled:
+		return true
+	// mm2go's own connector keys.
+	case keyProvenanceHeaders:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

@@ -151,6 +151,15 @@ func (p *parser) build() *Config {
 	for _, pair := range clusterPairs(p.aliases) {
 		c.Flows = append(c.Flows, p.buildFlow(pair[0], pair[1]))
 	}
+	for _, f := range c.Flows {
+		switch f.provenanceMode {
+		case "true":
+			f.ProvenanceHeaders = true
+		case "auto":
+			back := c.Flow(f.Target, f.Source)
+			f.ProvenanceHeaders = f.ReplicationPolicyClass == PolicyIdentity && f.Enabled && back != nil && back.Enabled
+		}
+	}
 	p.validate(c)
 	return c
 }
