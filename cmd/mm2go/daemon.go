@@ -37,6 +37,9 @@ type daemonOptions struct {
 	DrainTimeout time.Duration
 	// PartitionMetrics exports per-partition lag gauges.
 	PartitionMetrics bool
+	// Notifier tells systemd about readiness, reloads and stopping; nil
+	// outside systemd.
+	Notifier *notifier
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -185,6 +188,8 @@ func (d *daemon) Run(ctx context.Context) error {
 	}
 	if err := d.apply(ctx, d.o.Config); err != nil {
 		cancel()
+	} else {
+		d.notify(notifyReady)
 	}
 	d.log.Info("mm2go started", zap.Int("flows", len(d.flows)), zap.String("http_address", d.Addr()))
 loop:
@@ -195,11 +200,14 @@ loop:
 		case <-d.stop:
 			break loop
 		case req := <-d.reloads:
+			d.notify(notifyReloading)
 			err := d.apply(ctx, req.cfg)
 			d.m.reloaded(err == nil)
+			d.notify(notifyReady)
 			req.result <- err
 		}
 	}
+	d.notify(notifyStopping)
 	cancel()
 	d.mu.Lock()
 	handles := slices.Collect(maps.Values(d.flows))
@@ -215,6 +223,13 @@ loop:
 	wg.Wait()
 	d.log.Info("mm2go stopped")
 	return httpErr
+}
+
+// notify sends a state to systemd, if it listens.
+func (d *daemon) notify(state string) {
+	if err := d.o.Notifier.notify(state); err != nil {
+		d.log.Warn("notify systemd", zap.String("state", state), zap.Error(err))
+	}
 }
 
 // Reload asks Run to switch to cfg: flows whose settings did not change

@@ -133,8 +133,12 @@ func demo(ctx context.Context, o demoOptions) error {
 	var prodErr error
 	wg.Go(func() { prodErr = demoProduce(prodCtx, pcl, padm, o.rate, &produced) })
 
+	// The daemon outlives the interrupt: the producer stops first, then
+	// the daemon copies what is left, then it stops.
+	dctx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDaemon()
 	daemonDone := make(chan error, 1)
-	go func() { daemonDone <- d.Run(ctx) }()
+	go func() { daemonDone <- d.Run(dctx) }()
 
 	scl, err := kgo.NewClient(kgo.SeedBrokers(secondary.ListenAddrs()...))
 	if err != nil {
@@ -159,18 +163,26 @@ loop:
 	}
 	stopProducer()
 	wg.Wait()
-	if err := <-daemonDone; err != nil {
-		return err
-	}
 	if prodErr != nil && ctx.Err() == nil {
+		stopDaemon()
+		<-daemonDone
 		return fmt.Errorf("demo producer: %w", prodErr)
 	}
 
-	// The daemon drained on shutdown; check nothing is missing.
-	vctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Let the daemon copy what the producer wrote last, then stop it and
+	// check that nothing is missing.
+	want := produced.Load()
+	vctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	copied, _ := demoCopied(vctx, sadm)
-	want := produced.Load()
+	for copied < want && vctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		copied, _ = demoCopied(vctx, sadm)
+	}
+	stopDaemon()
+	if err := <-daemonDone; err != nil {
+		return err
+	}
 	_, _ = fmt.Fprintf(o.out, "\nproduced %d records, the secondary holds %d in the remote topics\n", want, copied)
 	if copied < want {
 		return fmt.Errorf("%d records missing on the secondary", want-copied)
