@@ -41,8 +41,12 @@ func (c *Checkpointer) emit(ctx context.Context) {
 		ts := time.Now()
 		fetched := c.o.SourceAdmin.FetchManyOffsets(actx, groups...)
 		cps := c.checkpoints(ctx, groups, fetched)
-		c.write(actx, ts, c.st.filter(cps))
+		if c.write(actx, ts, c.st.filter(cps)) {
+			c.m.emitted(c.flow)
+		}
 		cancel()
+	} else {
+		c.m.emitted(c.flow)
 	}
 	now := time.Now()
 	for _, g := range groups {
@@ -96,10 +100,11 @@ func (c *Checkpointer) checkpoints(ctx context.Context, groups []string, fetched
 
 // write produces checkpoints to partition 0 of the checkpoints topic with
 // record timestamp ts, waits for the target's acknowledgements and records
-// the acknowledged ones as the last checkpoints.
-func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Checkpoint) {
+// the acknowledged ones as the last checkpoints. It reports whether every
+// checkpoint was written.
+func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Checkpoint) bool {
 	if len(cps) == 0 {
-		return
+		return true
 	}
 	recs := make([]*kgo.Record, 0, len(cps))
 	sent := make([]policy.Checkpoint, 0, len(cps))
@@ -117,7 +122,7 @@ func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Che
 		sent = append(sent, cp)
 	}
 	if len(recs) == 0 {
-		return
+		return false
 	}
 	results := c.o.Target.ProduceSync(ctx, recs...)
 	var acked []policy.Checkpoint
@@ -139,6 +144,7 @@ func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Che
 	if len(acked) > 0 {
 		c.log.Debug("checkpoints written", zap.String("topic", c.cpTopic), zap.Int("checkpoints", len(acked)))
 	}
+	return len(errs) == 0
 }
 
 // errGroupMissing reports a group absent from a batched response.

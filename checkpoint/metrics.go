@@ -75,6 +75,7 @@ type metrics struct {
 	degraded     *prometheus.GaugeVec
 	errors       *prometheus.CounterVec
 	groups       *prometheus.GaugeVec
+	lastEmit     *prometheus.GaugeVec
 }
 
 // newMetrics registers the metrics with reg, or returns nil for a nil reg.
@@ -101,6 +102,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Checkpoint records the target acknowledged, by flow (MM2's checkpoint task).", "flow"),
 		translations: counter("mm2go_checkpoint_translations_total",
 			"Committed source offsets translated for checkpoints, by flow and how the translation was derived (exact, gap, beyond, before, approximate).", "flow", "mode"),
+		lastEmit: gauge("mm2go_checkpoint_last_emit_timestamp_seconds",
+			"When the flow last completed a checkpoint round (all selected groups fetched, translated and written), in seconds since the Unix epoch; it stops moving when checkpointing is stuck.", "flow"),
 		age: gauge("mm2go_checkpoint_age_seconds",
 			"Seconds since the newest checkpoint of the group was written, updated at every emission interval.", "flow", "group"),
 		synced: counter("mm2go_checkpoint_group_offsets_synced_total",
@@ -146,6 +149,12 @@ func (m *metrics) init(flow string) {
 		m.segments.WithLabelValues(flow)
 		m.degraded.WithLabelValues(flow)
 		m.groups.WithLabelValues(flow)
+	}
+}
+
+func (m *metrics) emitted(flow string) {
+	if m != nil {
+		m.lastEmit.WithLabelValues(flow).SetToCurrentTime()
 	}
 }
 

@@ -287,6 +287,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 			done:        make(chan struct{}),
 		}
 		d.flows[name] = h
+		d.m.initFlow(name)
 		started = append(started, name)
 		go func() {
 			defer close(h.done)
@@ -361,6 +362,15 @@ func (m *daemonMetrics) reloaded(ok bool) {
 		m.reloadTS.SetToCurrentTime()
 	} else {
 		m.reload.Set(0)
+	}
+}
+
+// initFlow creates a flow's counter series at zero, so that alerts on
+// increase() see the first restart.
+func (m *daemonMetrics) initFlow(flow string) {
+	m.restarts.WithLabelValues(flow)
+	for _, w := range []string{"heartbeat", "checkpoint"} {
+		m.workers.WithLabelValues(flow, w)
 	}
 }
 
