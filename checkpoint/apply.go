@@ -31,6 +31,10 @@ type ApplyOptions struct {
 	Policy policy.Policy
 	// Source is the alias of the flow's source cluster.
 	Source string
+	// Index, when set, lowers a translation to the first record other
+	// producers wrote between replicated records above the group's target
+	// offset (see ModeOverlap), so that none is lost.
+	Index *Index
 }
 
 // ApplyResult says what Apply did.
@@ -43,6 +47,10 @@ type ApplyResult struct {
 	// described again right after the commit: a consumer started while the
 	// offsets were applied.
 	MemberJoined bool
+	// Overlaps are the committed offsets lowered below their translation
+	// to other producers' records (ModeOverlap): the replicated records
+	// from there on are delivered again.
+	Overlaps []AppliedOffset
 }
 
 // Apply commits translated offsets (from Translate) into group on the
@@ -85,7 +93,12 @@ func Apply(ctx context.Context, tgtAdm *kadm.Client, group string, offs []GroupO
 			res.Skipped = append(res.Skipped, SkippedOffset{o.RemoteTopic, o.Partition, -1, currentOffset(cur, o.RemoteTopic, o.Partition), SkipNotTranslated})
 			continue
 		}
-		wants = append(wants, wantOffset{topic: o.RemoteTopic, partition: o.Partition, offset: o.Translation.Downstream, metadata: o.Metadata})
+		off := o.Translation.Downstream
+		if f, moved := noLoss(opts.Index, TopicPartition{o.Topic, o.Partition}, off, currentOffset(cur, o.RemoteTopic, o.Partition)); moved {
+			off = f
+			res.Overlaps = append(res.Overlaps, AppliedOffset{Topic: o.RemoteTopic, Partition: o.Partition, Offset: f, Previous: currentOffset(cur, o.RemoteTopic, o.Partition)})
+		}
+		wants = append(wants, wantOffset{topic: o.RemoteTopic, partition: o.Partition, offset: off, metadata: o.Metadata})
 		remotes = append(remotes, o.RemoteTopic)
 	}
 	if opts.InitLocalTopics {

@@ -195,7 +195,7 @@ func Check(ctx context.Context, srcAdm, tgtAdm *kadm.Client, idx *Index, sel pol
 				Detail: "group has no committed offset on a replicated topic of the source"})
 		}
 		gc.Failures = append(gc.Failures, checkReplication(idx, gc.Offsets, ends, opts.ReadCommitted, &gc.Partitions)...)
-		gc.Failures = append(gc.Failures, checkTarget(gc.Offsets, tr.Fetched)...)
+		gc.Failures = append(gc.Failures, checkTarget(idx, gc.Offsets, tr.Fetched)...)
 		rep.Groups = append(rep.Groups, gc)
 	}
 	return rep, nil
@@ -245,13 +245,22 @@ func checkReplication(idx *Index, offs []GroupOffset, ends kadm.ListedOffsets, r
 }
 
 // checkTarget checks that the target group has exactly the translated
-// offsets, and that they are exact.
-func checkTarget(offs []GroupOffset, cur kadm.OffsetResponses) []Failure {
+// offsets, that they are exact, and that no other producer's records lie
+// between them and the group's offset.
+func checkTarget(idx *Index, offs []GroupOffset, cur kadm.OffsetResponses) []Failure {
 	var out []Failure
 	for _, o := range offs {
 		f := Failure{Topic: o.Topic, Partition: o.Partition, RemoteTopic: o.RemoteTopic}
 		have := currentOffset(cur, o.RemoteTopic, o.Partition)
+		foreign, overlap := int64(0), false
+		if o.Known {
+			foreign, overlap = noLoss(idx, TopicPartition{o.Topic, o.Partition}, o.Translation.Downstream, have)
+		}
 		switch {
+		case overlap:
+			f.Reason = ReasonForeignRecords
+			f.Detail = fmt.Sprintf("records of other producers on %s from offset %d lie between replicated records below the translation %d (source offset %d): no offset both reads them and avoids delivering the replicated records after them again; mm2go commits %d so none is lost",
+				o.RemoteTopic, foreign, o.Translation.Downstream, o.SourceOffset, foreign)
 		case !o.Known:
 			f.Reason = ReasonNotTranslated
 			f.Detail = fmt.Sprintf("source offset %d: nothing of the partition is in the offset map", o.SourceOffset)

@@ -80,8 +80,9 @@ type Checkpointer struct {
 	st       *store
 	feed     *mapFeed
 
-	mu     sync.Mutex
-	groups []string // selected source groups, sorted; nil until the first refresh succeeded
+	mu       sync.Mutex
+	groups   []string // selected source groups, sorted; nil until the first refresh succeeded
+	overlaps map[overlapKey]bool
 }
 
 // New validates the options and returns a Checkpointer. It fails when a

@@ -29,6 +29,13 @@ const (
 	// the partition (replication started later, or the group is behind the
 	// source's log start); the translation is where replication began.
 	ModeBefore
+	// ModeOverlap: records of other producers lie on the target between
+	// replicated records, below the translation and above where the group
+	// already is; the offset is moved back to the first of them so that
+	// none is skipped, and the replicated records after it are delivered
+	// again. No single offset avoids both. Used by group-offset sync, apply
+	// and check, never by Translate.
+	ModeOverlap
 	// ModeApproximate: the history needed was thinned out of memory; the
 	// translation follows MM2's rule (right after the nearest earlier known
 	// point), which never skips a record but may deliver some again.
@@ -45,6 +52,8 @@ func (m Mode) String() string {
 		return "beyond"
 	case ModeBefore:
 		return "before"
+	case ModeOverlap:
+		return "overlap"
 	case ModeApproximate:
 		return "approximate"
 	default:
@@ -320,6 +329,32 @@ func (x *Index) Translate(tp TopicPartition, upstream int64) (Translation, bool)
 	}
 	down, mode, ok := p.translate(upstream)
 	return Translation{Upstream: upstream, Downstream: down, Mode: mode}, ok
+}
+
+// ForeignRun returns the first downstream offset in [from, below) that
+// holds no replicated record although replicated records surround it: a
+// record another producer wrote into the remote partition between two
+// copies (identity policy, producers switched before replication
+// finished). A consumer that resumes at a translation above such records
+// never reads them.
+func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	p := x.parts[tp]
+	if p == nil {
+		return 0, false
+	}
+	for i := 0; i+1 < len(p.segs); i++ {
+		start, end := p.segs[i].lastDown()+1, p.segs[i+1].down
+		if end <= start || end <= from {
+			continue
+		}
+		if start >= below {
+			return 0, false
+		}
+		return max(start, from), true
+	}
+	return 0, false
 }
 
 // Position returns where copying of tp stands, if known.

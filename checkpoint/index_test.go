@@ -185,3 +185,34 @@ func TestThinningNeverSkips(t *testing.T) {
 	}
 	require.Len(t, thinned, 20, "one notice per thinned partition")
 }
+
+func TestForeignRun(t *testing.T) {
+	x := NewIndex(0, nil)
+	// Copies at 0..9, another producer at 10..14, copies at 15..24 and a
+	// second foreign run at 25..26, copies from 27 on.
+	for _, r := range []policy.OffsetMapRecord{seg(0, 9, 0), seg(10, 19, 15), seg(20, 29, 27)} {
+		x.Apply(r)
+	}
+	tests := []struct {
+		from, below int64
+		want        int64
+		ok          bool
+	}{
+		{0, 5, 0, false},
+		{0, 10, 0, false},
+		{0, 11, 10, true},
+		{0, 37, 10, true},
+		{12, 37, 12, true},
+		{15, 37, 25, true},
+		{27, 37, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := x.ForeignRun(tp0, tt.from, tt.below)
+		require.Equal(t, tt.ok, ok, "ForeignRun(%d, %d)", tt.from, tt.below)
+		if ok {
+			require.Equal(t, tt.want, got, "ForeignRun(%d, %d)", tt.from, tt.below)
+		}
+	}
+	_, ok := x.ForeignRun(TopicPartition{"other", 0}, 0, 100)
+	require.False(t, ok)
+}

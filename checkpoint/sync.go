@@ -79,7 +79,16 @@ func (c *Checkpointer) sync(ctx context.Context) {
 		cps := byGroup[g]
 		wants := make([]wantOffset, 0, len(cps))
 		for _, cp := range cps {
-			wants = append(wants, wantOffset{topic: cp.Topic, partition: cp.Partition, offset: cp.DownstreamOffset, metadata: cp.Metadata})
+			off := cp.DownstreamOffset
+			if up, ok := upstreamOf(c.o.Policy, c.o.Flow.Source, cp.Topic); ok {
+				cur := currentOffset(r.Fetched, cp.Topic, cp.Partition)
+				if f, moved := noLoss(c.idx, TopicPartition{up, cp.Partition}, off, cur); moved {
+					c.m.translated(c.flow, ModeOverlap)
+					c.warnOverlap(g, cp, f)
+					off = f
+				}
+			}
+			wants = append(wants, wantOffset{topic: cp.Topic, partition: cp.Partition, offset: off, metadata: cp.Metadata})
 		}
 		if c.o.InitLocalTopics {
 			wants = append(wants, localInits(c.o.Policy, c.o.Flow.Source, remoteTopicsOf(cps), starts, r.Fetched)...)
@@ -153,4 +162,29 @@ func remoteTopicsOf(cps []policy.Checkpoint) []string {
 		out = append(out, cp.Topic)
 	}
 	return out
+}
+
+// warnOverlap logs, once per group, partition and offset, that a group's
+// offset was moved back to another producer's records (ModeOverlap).
+func (c *Checkpointer) warnOverlap(group string, cp policy.Checkpoint, to int64) {
+	key := overlapKey{group, cp.Topic, cp.Partition, to}
+	c.mu.Lock()
+	seen := c.overlaps[key]
+	if c.overlaps == nil {
+		c.overlaps = make(map[overlapKey]bool)
+	}
+	c.overlaps[key] = true
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	c.log.Warn("other producers wrote to the remote partition between replicated records; the group's offset is set to the first of them so none is lost, and the replicated records after it will be delivered again (switch producers only after replication caught up)",
+		zap.String("group", group), zap.String("topic", cp.Topic), zap.Int32("partition", cp.Partition),
+		zap.Int64("offset", to), zap.Int64("translated_offset", cp.DownstreamOffset))
+}
+
+type overlapKey struct {
+	group, topic string
+	partition    int32
+	offset       int64
 }

@@ -185,6 +185,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		InitLocalTopics: !noLocal,
 		Policy:          of.sel.Policy,
 		Source:          of.flow.Source,
+		Index:           idx,
 	})
 	printApplied(stdout, res)
 	if err != nil {
@@ -213,6 +214,9 @@ func printTranslations(w io.Writer, f *config.Flow, group string, offs []checkpo
 }
 
 func printApplied(w io.Writer, res checkpoint.ApplyResult) {
+	for _, o := range res.Overlaps {
+		_, _ = fmt.Fprintf(w, "warning: %s[%d]: other producers' records lie between replicated records; committing %d so none is lost (replicated records after it are delivered again)\n", o.Topic, o.Partition, o.Offset)
+	}
 	for _, c := range res.Committed {
 		_, _ = fmt.Fprintf(w, "committed %+v\n", c)
 	}
