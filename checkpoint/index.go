@@ -79,7 +79,7 @@ type point struct{ up, down int64 }
 // It is not safe for concurrent use; Index guards it.
 type partitionIndex struct {
 	segs    []segment
-	coarse  []point // thinned history, sorted, all below segs[0].from
+	coarse  []point // thinned history and imported syncs, sorted, all below segs[0].from
 	pos     *policy.Position
 	thinned bool
 }
@@ -171,7 +171,7 @@ func (x *partitionIndex) thin(maxSegs int) bool {
 // read, and none of the group's records are skipped or read twice.
 func (x *partitionIndex) translate(u int64) (down int64, mode Mode, ok bool) {
 	if len(x.segs) == 0 {
-		if x.thinned && len(x.coarse) > 0 {
+		if len(x.coarse) > 0 {
 			return x.approximate(u)
 		}
 		if x.pos == nil {
@@ -190,8 +190,9 @@ func (x *partitionIndex) translate(u int64) (down int64, mode Mode, ok bool) {
 	i := sort.Search(len(x.segs), func(i int) bool { return x.segs[i].from >= u }) - 1
 	if i < 0 {
 		first := x.segs[0]
-		if x.thinned && len(x.coarse) > 0 {
-			// What precedes first is known only coarsely.
+		if len(x.coarse) > 0 {
+			// What precedes first is known only coarsely: thinned
+			// history, or another replicator's syncs.
 			return x.approximate(u)
 		}
 		if u == first.from {
@@ -282,6 +283,8 @@ func (x *Index) Apply(r policy.OffsetMapRecord) {
 		tp = TopicPartition{r.Segment.Topic, r.Segment.Partition}
 	case r.Position != nil:
 		tp = TopicPartition{r.Position.Topic, r.Position.Partition}
+	case r.Imported != nil:
+		tp = TopicPartition{r.Imported.Topic, r.Imported.Partition}
 	default:
 		return
 	}
@@ -305,6 +308,10 @@ func (x *Index) Apply(r policy.OffsetMapRecord) {
 		if p.thin(x.maxSegments) && !wasThinned {
 			thinnedNow = true
 		}
+	case r.Imported != nil && r.Deleted:
+	case r.Imported != nil:
+		// Another replicator's sync from before mm2go: known only coarsely.
+		p.addCoarse(point{r.Imported.Upstream, r.Imported.Downstream})
 	case r.Deleted:
 		p.pos = nil
 	default:

@@ -17,6 +17,10 @@ func pos(next, downNext int64) policy.OffsetMapRecord {
 	return policy.OffsetMapRecord{Position: &policy.Position{Topic: "t", Partition: 0, Next: next, DownNext: downNext}}
 }
 
+func imported(up, down int64) policy.OffsetMapRecord {
+	return policy.OffsetMapRecord{Imported: &policy.ImportedSync{Topic: "t", Partition: 0, Upstream: up, Downstream: down}}
+}
+
 var tp0 = TopicPartition{"t", 0}
 
 func TestTranslate(t *testing.T) {
@@ -69,6 +73,14 @@ func TestTranslate(t *testing.T) {
 			name:    "gap at the tail, position past the markers",
 			records: []policy.OffsetMapRecord{seg(0, 9, 0), pos(11, 10)},
 			want:    []want{{10, 10, ModeExact}, {11, 10, ModeExact}, {12, 10, ModeBeyond}},
+		},
+		{
+			// Apache MM2 copied 0..99 (its syncs survive compaction
+			// sparsely), mm2go copies from 100 on. Offsets before the
+			// takeover translate with MM2's rule, never past the truth.
+			name:    "taken over from Apache MM2",
+			records: []policy.OffsetMapRecord{imported(0, 0), imported(50, 50), imported(99, 99), seg(100, 149, 100)},
+			want:    []want{{0, 0, ModeBefore}, {33, 1, ModeApproximate}, {60, 51, ModeApproximate}, {100, 100, ModeApproximate}, {101, 101, ModeExact}},
 		},
 		{
 			name:    "segment rewritten as it grows; tombstone removes",

@@ -30,6 +30,12 @@ import (
 //	segment value:  version INT16 (0) | down INT64 | last INT64
 //	position key:   kind INT8 (1) | topic STRING | partition INT32
 //	position value: version INT16 (0) | next INT64 | downNext INT64
+//	imported key:   kind INT8 (2) | topic STRING | partition INT32 | upstream INT64
+//	imported value: version INT16 (0) | downstream INT64
+//
+// An imported record is an offset sync of the replicator that copied the
+// partition before mm2go took the flow over (Apache MM2): it lets offsets
+// from before the takeover translate, approximately, as MM2 would.
 //
 // A record with a nil value is a tombstone that deletes the key.
 
@@ -44,6 +50,7 @@ func OffsetMapTopic(sourceAlias string) string {
 const (
 	offsetMapSegment  int8 = 0
 	offsetMapPosition int8 = 1
+	offsetMapImported int8 = 2
 )
 
 // Segment is one run of contiguously replicated records of a partition.
@@ -113,12 +120,41 @@ func (p Position) String() string {
 		topicPartitionString(p.Topic, p.Partition), p.Next, p.DownNext)
 }
 
+// ImportedSync is an offset sync of the replicator mm2go took a flow over
+// from: Upstream was written at Downstream.
+type ImportedSync struct {
+	Topic      string
+	Partition  int32
+	Upstream   int64
+	Downstream int64
+}
+
+// Key encodes the imported sync's key.
+func (s ImportedSync) Key() ([]byte, error) {
+	e := encoder{buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
+	e.buf = append(e.buf, byte(offsetMapImported))
+	e.string("topic", s.Topic)
+	e.int32(s.Partition)
+	e.int64(s.Upstream)
+	return e.result()
+}
+
+// Value encodes the imported sync's value.
+func (s ImportedSync) Value() []byte {
+	e := encoder{buf: make([]byte, 0, 10)}
+	e.int16(recordVersion)
+	e.int64(s.Downstream)
+	return e.buf
+}
+
 // OffsetMapRecord is one decoded record of the offset map: exactly one of
-// Segment and Position is set. Deleted reports a tombstone; then only the
-// key fields (Topic, Partition and, for segments, From) are meaningful.
+// Segment, Position and Imported is set. Deleted reports a tombstone; then
+// only the key fields (Topic, Partition and, for segments and imported
+// syncs, the upstream offset) are meaningful.
 type OffsetMapRecord struct {
 	Segment  *Segment
 	Position *Position
+	Imported *ImportedSync
 	Deleted  bool
 }
 
@@ -171,6 +207,23 @@ func DecodeOffsetMap(key, value []byte) (OffsetMapRecord, error) {
 		p.DownNext = v.int64("downNext")
 		if v.err != nil {
 			return OffsetMapRecord{}, fmt.Errorf("offset map position value: %w", v.err)
+		}
+	case offsetMapImported:
+		up := d.int64("upstream")
+		if d.err != nil {
+			return out, fmt.Errorf("offset map imported key: %w", d.err)
+		}
+		im := &ImportedSync{Topic: topic, Partition: partition, Upstream: up}
+		out.Imported = im
+		if value == nil {
+			out.Deleted = true
+			return out, nil
+		}
+		v := decoder{b: value}
+		v.int16("version")
+		im.Downstream = v.int64("downstream")
+		if v.err != nil {
+			return OffsetMapRecord{}, fmt.Errorf("offset map imported value: %w", v.err)
 		}
 	default:
 		return out, fmt.Errorf("offset map key: unknown kind %d: %w", kind, ErrMalformed)

@@ -43,6 +43,14 @@ func TestOffsetMapRoundTrip(t *testing.T) {
 	got, err = DecodeOffsetMap(k, append(p.Value(), 0xff)) // trailing bytes are ignored
 	require.NoError(t, err)
 	require.Equal(t, OffsetMapRecord{Position: &p}, got)
+
+	im := ImportedSync{Topic: "orders", Partition: 1, Upstream: 99, Downstream: 97}
+	k, err = im.Key()
+	require.NoError(t, err)
+	require.Equal(t, "02"+"00066f7264657273"+"00000001"+"0000000000000063", hex.EncodeToString(k))
+	got, err = DecodeOffsetMap(k, im.Value())
+	require.NoError(t, err)
+	require.Equal(t, OffsetMapRecord{Imported: &im}, got)
 }
 
 func TestOffsetMapMalformed(t *testing.T) {
