@@ -63,7 +63,6 @@ func topicShape(t *testing.T, adm *kadm.Client, topic string) (int, string) {
 // replicates to "<src>.heartbeats" on dst. `mm2go topology` then sees src
 // one hop upstream of dst.
 func TestIntegrationHeartbeats(t *testing.T) {
-	t.Skip("needs daemon wiring: heartbeat emitters in cmd/mm2go/flow.go and the topology dispatch in run.go")
 	e := newEnv(t)
 	cfg := e.config("emit.heartbeats.interval.seconds = 1")
 	p := e.start("-c", cfg, "--web.listen-address", "")

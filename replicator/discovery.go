@@ -54,6 +54,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		want[name] = d
 	}
 	r.dropVanished(srcTopics, want)
+	defer r.updateBlocked(want)
 	if len(want) == 0 {
 		return nil
 	}
@@ -78,9 +79,13 @@ func (r *Replicator) refresh(ctx context.Context) error {
 	}
 	sort.Strings(create)
 	created, fresh := r.createRemoteTopics(ctx, create, want, remoteOf)
+	r.checkIncarnations(ctx, want, remoteOf, fresh)
 
 	var news []newPart
 	for name, d := range want {
+		if _, blocked := r.inc.blocked[name]; blocked {
+			continue // source recreated; see recreate.go
+		}
 		rt := remoteOf[name]
 		remoteParts := 0
 		if dd, ok := dstTopics[rt]; ok && dd.Err == nil {
@@ -102,10 +107,17 @@ func (r *Replicator) refresh(ctx context.Context) error {
 				continue // the remote topic cannot hold it yet; retried next refresh
 			}
 			if r.lookup(name, pd.Partition) == nil {
+				if !r.producerKnows(rt, pd.Partition) {
+					// The producer knows the remote topic with fewer
+					// partitions and would fail the records at once.
+					r.o.Target.ForceMetadataRefresh()
+					continue
+				}
 				news = append(news, newPart{topic: name, remote: rt, partition: pd.Partition})
 			}
 		}
 	}
+	news = r.checkAnchors(ctx, news, want, fresh)
 	plans, err := r.plan(ctx, news, fresh)
 	if err != nil {
 		return err
@@ -133,8 +145,17 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		add[np.topic][np.partition] = kgo.NewOffset().At(pl.from)
 	}
 	r.mu.Unlock()
+	for t := range add {
+		if _, known := r.inc.id(t); !known {
+			r.inc.set(t, want[t].ID) // the incarnation copied from now on
+		}
+	}
 	if len(add) > 0 {
 		r.o.Source.AddConsumePartitions(add)
+		// The consumer would learn of partitions added to a topic it
+		// already reads only at its next metadata refresh
+		// (metadata.max.age.ms, 5 min by default).
+		r.o.Source.ForceMetadataRefresh()
 	}
 	return nil
 }
@@ -143,45 +164,30 @@ func (r *Replicator) refresh(ctx context.Context) error {
 // are no longer selected). Their remote topics are left alone, as MM2 does.
 // A topic listed with an error (leader election, say) is kept.
 func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm.TopicDetail) {
-	remove := make(map[string][]int32)
+	var gone []string
 	r.mu.Lock()
-	for t, ps := range r.parts {
+	for t := range r.parts {
 		if _, ok := want[t]; ok {
 			continue
 		}
 		if d, ok := listed[t]; ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			continue
 		}
-		for i, p := range ps {
-			p.removed.Store(true)
-			remove[t] = append(remove[t], i)
-		}
-		delete(r.parts, t)
-		// Keep the stored offsets: if the topic comes back (filter change)
-		// copying resumes where it stopped. A recreated topic is reported
-		// by the continuity check when its offsets go backwards.
-		if r.stored[t] == nil {
-			r.stored[t] = make(map[int32]int64)
-		}
-		for i, p := range ps {
-			r.stored[t][i] = p.acked.Load()
-			p.mu.Lock()
-			if p.segOpen {
-				last := p.seg
-				r.maps[tp{t, i}] = mapState{last: &last}
-			}
-			p.mu.Unlock()
-		}
+		gone = append(gone, t)
 	}
 	r.mu.Unlock()
-	if len(remove) == 0 {
+	if len(gone) == 0 {
 		return
 	}
-	for t := range remove {
+	sort.Strings(gone)
+	// Keep the stored offsets: if the topic comes back (filter change)
+	// copying resumes where it stopped. A recreated topic is recognised by
+	// its new topic ID (recreate.go).
+	r.stopTopics(gone)
+	for _, t := range gone {
 		r.m.error(r.flow, reasonTopicDeleted)
 		r.log.Warn("source topic gone or no longer selected; copying stopped", zap.String("topic", t))
 	}
-	r.o.Source.RemoveConsumePartitions(remove)
 }
 
 // createRemoteTopics creates the remote topics of the named source topics
@@ -267,5 +273,34 @@ func (r *Replicator) growRemote(ctx context.Context, remote string, n int) bool 
 		return false
 	}
 	r.log.Info("remote topic grown", zap.String("target_topic", remote), zap.Int("partitions", n))
-	return true
+	// The producer learns of new partitions only at its next metadata
+	// refresh (metadata.max.age.ms, 5 min by default) and refuses records
+	// for them until then. The broker may answer a refresh right after the
+	// change with the old partitions, so it is repeated until they show.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		r.o.Target.ForceMetadataRefresh()
+		select {
+		case <-wctx.Done():
+			return false // a later refresh adds the partitions
+		case <-t.C:
+		}
+		if r.producerKnows(remote, int32(n-1)) {
+			return true
+		}
+	}
+}
+
+// producerKnows reports whether the target producer can write to partition
+// p of a remote topic: its metadata has the partition, or it has not loaded
+// the topic yet (it then loads it when the first record comes).
+func (r *Replicator) producerKnows(remote string, p int32) bool {
+	if leader, _, _ := r.o.Target.PartitionLeader(remote, p); leader >= 0 {
+		return true
+	}
+	leader, _, _ := r.o.Target.PartitionLeader(remote, 0)
+	return leader < 0
 }

@@ -24,6 +24,7 @@ type tp struct {
 type mapState struct {
 	last *policy.Segment
 	pos  *policy.Position
+	id   kadm.TopicID // source topic incarnation of pos (topicIDHeader); zero if unknown
 }
 
 // loadMap reads the offset map topic and returns, per partition, the newest
@@ -55,10 +56,10 @@ func (r *Replicator) loadMap(ctx context.Context) (map[tp]mapState, error) {
 			k := tp{m.Position.Topic, m.Position.Partition}
 			st := out[k]
 			if m.Deleted {
-				st.pos = nil
+				st.pos, st.id = nil, kadm.TopicID{}
 			} else {
 				p := *m.Position
-				st.pos = &p
+				st.pos, st.id = &p, topicIDOf(rec.Headers)
 			}
 			out[k] = st
 		}
@@ -179,7 +180,7 @@ func (r *Replicator) mapRecords(pd pending, recs []*kgo.Record) []*kgo.Record {
 	}
 	if pd.pos != nil {
 		if key, err := pd.pos.Key(); err == nil {
-			recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: pd.pos.Value()})
+			recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: pd.pos.Value(), Headers: r.inc.header(pd.p.topic)})
 		}
 	}
 	return recs

@@ -11,6 +11,13 @@
 // MM2's dedicated mode, so a restart resumes where the acknowledged copy
 // ended and MM2 and mm2go can take a flow over from each other.
 //
+// Like MM2's MirrorSourceConnector it also grows remote topics when their
+// source grows, keeps their configs in step with the source
+// (sync.topic.configs.*, topicsync.go) and copies their literal topic ACLs
+// (sync.topic.acls.*, aclsync.go). Unlike MM2 it stops copying a source
+// topic that was deleted and recreated instead of resuming the new topic at
+// the old topic's offset (recreate.go).
+//
 // The copy path works per fetched batch: one poll loop for the flow, records
 // handed to the producer as fetched, no per-record goroutines or
 // allocations. A record the target refuses pauses its partition, which is
@@ -136,6 +143,12 @@ type Replicator struct {
 	mu    sync.Mutex
 	parts map[string]map[int32]*partition // source topic -> partition -> state
 
+	inc *incarnations // source topic incarnations copied; see recreate.go
+	sm  *syncMetrics
+	// flushMu serialises flushes with forgetTopic's tombstones, so that no
+	// flush writes a forgotten partition's state after them.
+	flushMu sync.Mutex
+
 	failMu sync.Mutex
 	failed []*partition // partitions the promise goroutine marked failed, for the poll loop
 
@@ -200,7 +213,10 @@ func New(o Options) (*Replicator, error) {
 		},
 		parts:    make(map[string]map[int32]*partition),
 		mapTopic: policy.OffsetMapTopic(f.Source),
+		inc:      newIncarnations(),
+		sm:       newSyncMetrics(o.Registerer),
 	}
+	r.sm.touch(r.flow)
 	if f.EmitOffsetSyncsEnabled {
 		if f.OffsetSyncsTopicLocation == config.LocationTarget {
 			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Source), o.Target
@@ -233,6 +249,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if r.maps, err = r.loadMap(ctx); err != nil {
 		return err
 	}
+	r.inc.load(r.maps)
 	startCtx, cancel = context.WithTimeout(ctx, f.AdminTimeout)
 	err = r.refresh(startCtx)
 	cancel()
@@ -254,6 +271,12 @@ func (r *Replicator) Run(ctx context.Context) error {
 		g.Go(func() error { return r.refreshLoop(gctx) })
 	}
 	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
+	if f.SyncTopicConfigsEnabled && f.SyncTopicConfigsInterval > 0 {
+		g.Go(func() error { return r.configSyncLoop(gctx) })
+	}
+	if f.SyncTopicAclsEnabled && f.SyncTopicAclsInterval > 0 {
+		g.Go(func() error { return r.aclSyncLoop(gctx) })
+	}
 	runErr := g.Wait()
 
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.DrainTimeout)
@@ -597,6 +620,8 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 // offsets) and mm2go's offset map in one request to the target, then MM2's
 // offset syncs. What fails to be written is kept for the next flush.
 func (r *Replicator) flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
 	var pds []pending
 	r.eachPartition(func(p *partition) {
 		if pd := p.take(); !pd.empty() {

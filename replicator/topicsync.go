@@ -1,0 +1,256 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// runEvery runs round at once and then every interval until ctx ends, each
+// round bounded by timeout. MM2 schedules its config and ACL syncs the same
+// way: at a fixed rate, the first run right after the connector started.
+func runEvery(ctx context.Context, interval, timeout time.Duration, round func(context.Context)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		round(rctx)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// configSyncLoop keeps the configs of the flow's remote topics in step with
+// their source topics, once at start and then every
+// sync.topic.configs.interval.seconds (MM2 default 600 s). Failures are
+// logged and counted and never stop the flow.
+func (r *Replicator) configSyncLoop(ctx context.Context) error {
+	filter, err := policy.NewFilter([]string{".*"}, r.o.Flow.ConfigPropertiesExclude)
+	if err != nil {
+		r.m.error(r.flow, reasonConfigSync)
+		r.log.Error("compile config.properties.exclude; topic configs are not synced", zap.Error(err))
+		return nil
+	}
+	sourceDefaults := r.o.Flow.UseDefaultsFrom == config.DefaultsFromSource
+	return runEvery(ctx, r.o.Flow.SyncTopicConfigsInterval, r.o.Flow.AdminTimeout, func(ctx context.Context) {
+		r.syncTopicConfigs(ctx, filter, sourceDefaults)
+	})
+}
+
+// copiedTopics returns the source topics being copied and their remote
+// topics: MM2's "topics being replicated", the known source topics whose
+// remote topic exists.
+func (r *Replicator) copiedTopics() map[string]string {
+	out := make(map[string]string)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, ps := range r.parts {
+		for _, p := range ps {
+			out[t] = p.remote
+			break
+		}
+	}
+	return out
+}
+
+// syncTopicConfigs runs one round of MM2's periodic topic-config sync: the
+// configs of every copied topic are described on the source and applied to
+// its remote topic with IncrementalAlterConfigs (see alterOps). Topics whose
+// changes are identical share one request. Errors are logged and counted per
+// topic; the round goes on with the others.
+func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter, sourceDefaults bool) {
+	remoteOf := r.copiedTopics()
+	if len(remoteOf) == 0 {
+		return
+	}
+	topics := make([]string, 0, len(remoteOf))
+	for t := range remoteOf {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	rcs, err := r.o.SourceAdmin.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		// kadm may return the configs of the topics whose brokers answered.
+		r.m.error(r.flow, reasonConfigSync)
+		if exc := javaAuthException(err); exc != "" {
+			r.logAuthError(exc, fmt.Sprintf("describe configs for topics %s on %s cluster", javaList(topics), r.o.Flow.Source), err)
+		} else {
+			r.log.Warn("describe source topic configs; retried at the next interval", zap.Error(err))
+		}
+		if len(rcs) == 0 {
+			return
+		}
+	}
+
+	// Group the remote topics by the changes they need, so that topics
+	// with the same configs (most often: all defaults) share a request.
+	groups := make(map[string][]string)
+	opsOf := make(map[string][]kadm.AlterConfig)
+	var denied []string
+	var deniedErr error
+	for _, rc := range rcs {
+		switch {
+		case rc.Err == nil:
+		case errors.Is(rc.Err, kerr.UnknownTopicOrPartition):
+			continue // deleted since; the refresh notices
+		case javaAuthException(rc.Err) != "":
+			denied, deniedErr = append(denied, rc.Name), rc.Err
+			continue
+		default:
+			r.m.error(r.flow, reasonConfigSync)
+			r.log.Warn("describe source topic configs; retried at the next interval", zap.String("topic", rc.Name), zap.Error(rc.Err))
+			continue
+		}
+		remote, ok := remoteOf[rc.Name]
+		if !ok {
+			continue
+		}
+		ops := alterOps(rc.Configs, filter, sourceDefaults)
+		if len(ops) == 0 {
+			continue
+		}
+		k := opsKey(ops)
+		groups[k] = append(groups[k], remote)
+		opsOf[k] = ops
+	}
+	if len(denied) > 0 {
+		sort.Strings(denied)
+		r.m.error(r.flow, reasonConfigSync)
+		r.logAuthError(javaAuthException(deniedErr), fmt.Sprintf("describe configs for topics %s on %s cluster", javaList(denied), r.o.Flow.Source), deniedErr)
+	}
+
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var synced int
+	for _, k := range keys {
+		synced += r.alterRemoteConfigs(ctx, opsOf[k], groups[k])
+	}
+	r.sm.configsSyncedAdd(r.flow, synced)
+	r.log.Debug("topic configs synced", zap.Int("topics", synced))
+}
+
+// alterRemoteConfigs applies ops to the remote topics and returns how many
+// were altered. A target without IncrementalAlterConfigs is logged at error
+// level (MM2 fails its connector then; mm2go keeps copying records).
+func (r *Replicator) alterRemoteConfigs(ctx context.Context, ops []kadm.AlterConfig, remotes []string) int {
+	sort.Strings(remotes)
+	resps, err := r.o.TargetAdmin.AlterTopicConfigs(ctx, ops, remotes...)
+	if err != nil {
+		r.m.error(r.flow, reasonConfigSync)
+		if errors.Is(err, kerr.UnsupportedVersion) {
+			r.log.Error("target does not support IncrementalAlterConfigs; remote topic configs are not synced",
+				zap.String("target_cluster", r.o.Flow.Target), zap.Strings("target_topics", remotes), zap.Error(err))
+		} else {
+			r.log.Warn("alter remote topic configs; retried at the next interval", zap.Strings("target_topics", remotes), zap.Error(err))
+		}
+		// kadm returns what the brokers that answered said.
+	}
+	var altered int
+	for _, resp := range resps {
+		switch {
+		case resp.Err == nil:
+			altered++
+		case errors.Is(resp.Err, kerr.UnsupportedVersion):
+			r.m.error(r.flow, reasonConfigSync)
+			r.log.Error("target does not support IncrementalAlterConfigs; remote topic configs are not synced",
+				zap.String("target_cluster", r.o.Flow.Target), zap.String("target_topic", resp.Name), zap.Error(resp.Err))
+		default:
+			r.m.error(r.flow, reasonConfigSync)
+			r.log.Warn("could not alter configuration of remote topic; retried at the next interval",
+				zap.String("target_topic", resp.Name), zap.String("message", resp.ErrMessage), zap.Error(resp.Err))
+		}
+	}
+	return altered
+}
+
+// alterOps returns the incremental changes that make a remote topic's
+// configs follow its source topic's, as MM2's periodic sync computes them
+// (MirrorSourceConnector.targetConfig and incrementalAlterConfigs): a
+// source entry takes part if it is not sensitive, not a static broker
+// setting and not excluded by config.properties.exclude; a default-valued
+// one (source DEFAULT_CONFIG) is deleted on the remote topic, which reverts
+// it to the target's default, unless use.defaults.from=source
+// (sourceDefaults), which sets it to the source's default; any other value
+// is set. Excluded keys are never touched, so a target-side override of
+// one survives. Entries without a value are not set. Kafka never reports a
+// topic config as read-only, so MM2's read-only test has nothing to drop.
+// The result is sorted by name.
+func alterOps(cfgs []kadm.Config, filter *policy.Filter, sourceDefaults bool) []kadm.AlterConfig {
+	var ops []kadm.AlterConfig
+	for _, c := range cfgs {
+		if c.Sensitive || c.Source == kmsg.ConfigSourceStaticBrokerConfig || !filter.Match(c.Key) {
+			continue
+		}
+		if c.Source == kmsg.ConfigSourceDefaultConfig && !sourceDefaults {
+			ops = append(ops, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: c.Key})
+			continue
+		}
+		if c.Value == nil {
+			continue
+		}
+		ops = append(ops, kadm.AlterConfig{Op: kadm.SetConfig, Name: c.Key, Value: c.Value})
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Name < ops[j].Name })
+	return ops
+}
+
+// opsKey is a canonical form of sorted ops, for grouping.
+func opsKey(ops []kadm.AlterConfig) string {
+	var b strings.Builder
+	for _, o := range ops {
+		fmt.Fprintf(&b, "%d\x00%s\x00", o.Op, o.Name)
+		if o.Value != nil {
+			b.WriteString("=")
+			b.WriteString(*o.Value)
+		}
+		b.WriteString("\x00")
+	}
+	return b.String()
+}
+
+// javaAuthException returns the simple name of the Java exception MM2 logs
+// for an authorization error, or "" when err is not one.
+func javaAuthException(err error) string {
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return "TopicAuthorizationException"
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return "ClusterAuthorizationException"
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		return "GroupAuthorizationException"
+	}
+	return ""
+}
+
+// logAuthError logs an authorization error at error level (a human must
+// grant the permission) with MM2's wording in the detail field:
+// "<Exception> occurred while trying to <what>".
+func (r *Replicator) logAuthError(exception, what string, err error) {
+	r.log.Error("not authorized; grant the permission or disable the sync",
+		zap.String("exception", exception),
+		zap.String("detail", exception+" occurred while trying to "+what),
+		zap.Error(err))
+}
+
+// javaList formats names as Java's Collection.toString does: "[a, b]".
+func javaList(names []string) string {
+	return "[" + strings.Join(names, ", ") + "]"
+}
