@@ -64,7 +64,7 @@ func topicShape(t *testing.T, adm *kadm.Client, topic string) (int, string) {
 // one hop upstream of dst.
 func TestIntegrationHeartbeats(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.config("emit.heartbeats.interval.seconds = 1")
+	cfg := e.config("emit.heartbeats.interval.seconds = 1", e.src+"->"+e.dst+".topics = t"+e.id+"-.*, heartbeats")
 	p := e.start("-c", cfg, "--web.listen-address", "")
 
 	remoteHeartbeats := e.remote("heartbeats")

@@ -145,6 +145,11 @@ func (e *env) config(extra ...string) string {
 		"offset-syncs.topic.replication.factor = 1",
 		"checkpoints.topic.replication.factor = 1",
 		"heartbeats.topic.replication.factor = 1",
+		// The clusters are shared by every test: replicating every
+		// heartbeats topic (MM2's default) would copy other tests' remote
+		// heartbeats topics again and again. Tests that want heartbeats
+		// replicated name them in their topics.
+		"heartbeats.replication.enabled = false",
 		e.dst + ".offset.storage.replication.factor = 1",
 		e.dst + ".offset.flush.interval.ms = 500",
 		"refresh.topics.interval.seconds = 1",

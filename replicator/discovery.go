@@ -42,6 +42,8 @@ func (r *Replicator) refreshLoop(ctx context.Context) error {
 // single topics are logged and counted and the topic is tried again at the
 // next refresh; only a failure to list topics at all is returned.
 func (r *Replicator) refresh(ctx context.Context) error {
+	r.readers.Lock()
+	defer r.readers.Unlock()
 	srcTopics, err := r.o.SourceAdmin.ListTopics(ctx)
 	if err != nil {
 		return fmt.Errorf("list topics on %s: %w", r.o.Flow.Source, err)

@@ -98,6 +98,7 @@ func (r *Replicator) pruneLoop(ctx context.Context, every time.Duration) error {
 
 func (r *Replicator) prune(ctx context.Context) (int, error) {
 	segs := make(map[tp][]policy.Segment)
+	r.readers.Lock()
 	err := itopic.ReadAll(ctx, r.o.TargetReader, r.mapTopic, func(rec *kgo.Record) {
 		m, err := policy.DecodeOffsetMap(rec.Key, rec.Value)
 		if err != nil || m.Segment == nil {
@@ -121,6 +122,7 @@ func (r *Replicator) prune(ctx context.Context) (int, error) {
 		}
 		segs[k] = append(segs[k], *m.Segment)
 	})
+	r.readers.Unlock()
 	if err != nil {
 		return 0, err
 	}
@@ -171,6 +173,11 @@ func (r *Replicator) prune(ctx context.Context) (int, error) {
 
 // mapRecords encodes what a flush writes to the offset map.
 func (r *Replicator) mapRecords(pd pending, recs []*kgo.Record) []*kgo.Record {
+	for _, s := range pd.imported {
+		if key, err := s.Key(); err == nil {
+			recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: s.Value()})
+		}
+	}
 	for _, s := range pd.segs {
 		key, err := s.Key()
 		if err != nil {

@@ -64,7 +64,8 @@ type partition struct {
 	segOpen  bool
 	segDirty bool             // the open segment changed since it was last taken
 	closed   []policy.Segment // closed segments not yet written
-	downNext int64            // downstream offset the next record is expected at
+	imported []policy.ImportedSync
+	downNext int64 // downstream offset the next record is expected at
 	syncer   syncDecider
 	syncs    []policy.OffsetSync // syncs MM2's rule says must be sent
 	delayed  policy.OffsetSync   // the newest position, sent at the next flush
@@ -93,6 +94,9 @@ type start struct {
 	// known; downNext is the downstream offset of the next record.
 	open     *policy.Segment
 	downNext int64
+	// imported are the previous replicator's offset syncs, written to the
+	// offset map with the first flush.
+	imported []policy.ImportedSync
 }
 
 func newPartition(topic, remote string, p int32, st start, lagMax int64, m partitionMetrics) *partition {
@@ -107,6 +111,7 @@ func newPartition(topic, remote string, p int32, st start, lagMax int64, m parti
 	if st.open != nil {
 		pt.seg, pt.segOpen = *st.open, true
 	}
+	pt.imported = st.imported
 	return pt
 }
 
@@ -164,6 +169,7 @@ type pending struct {
 	segs     []policy.Segment
 	pos      *policy.Position
 	syncs    []policy.OffsetSync
+	imported []policy.ImportedSync
 }
 
 // take removes what the partition has to write. After a failed write, give
@@ -176,6 +182,8 @@ func (p *partition) take() pending {
 	p.mu.Lock()
 	pd.segs = p.closed
 	p.closed = nil
+	pd.imported = p.imported
+	p.imported = nil
 	if p.segDirty {
 		pd.segs = append(pd.segs, p.seg)
 		p.segDirty = false
@@ -196,7 +204,7 @@ func (p *partition) take() pending {
 }
 
 func (pd pending) empty() bool {
-	return pd.progress < 0 && len(pd.segs) == 0 && pd.pos == nil && len(pd.syncs) == 0
+	return pd.progress < 0 && len(pd.segs) == 0 && pd.pos == nil && len(pd.syncs) == 0 && len(pd.imported) == 0
 }
 
 // give puts back what a failed write did not store, so the next flush
@@ -210,6 +218,7 @@ func (p *partition) give(pd pending) {
 		p.closed = append(pd.segs, p.closed...)
 	}
 	p.syncs = append(pd.syncs, p.syncs...)
+	p.imported = append(pd.imported, p.imported...)
 }
 
 // batch is one fetched run of records of one partition handed to the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/policy"
 )
 
 // newPart is a source partition about to be copied.
@@ -81,6 +82,20 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	}
 	sourceStart, sourceEnd := listed(srcStarts), listed(srcEndsL)
 
+	// Partitions another replicator (Apache MM2) copied before mm2go: its
+	// offset syncs say where its last copies are and let old offsets
+	// translate.
+	var legacy map[tp][]policy.OffsetSync
+	for _, p := range parts {
+		k := tp{p.topic, p.partition}
+		if _, ok := r.stored[p.topic][p.partition]; ok && r.maps[k].last == nil && r.maps[k].pos == nil {
+			if legacy, err = r.legacySyncs(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+
 	out := make(map[tp]planned, len(parts))
 	type tailJob struct {
 		p      newPart
@@ -115,9 +130,21 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			anchorUp, anchorDown, st.open = last.Last, last.LastDown(), &last
 		case ms.pos != nil:
 			anchorUp, anchorDown = ms.pos.Next-1, ms.pos.DownNext-1
-		case stored >= 0:
+		case stored >= 0 && len(legacy[k]) > 0:
 			// Progress without mm2go's offset map: Apache MM2 stored it.
-			// It does not say where its records sit on the target.
+			// Its newest offset sync is its last acknowledged copy.
+			ss := legacy[k]
+			last := ss[len(ss)-1]
+			anchorUp, anchorDown = last.UpstreamOffset, last.DownstreamOffset
+			for _, s := range ss {
+				st.imported = append(st.imported, policy.ImportedSync{Topic: s.Topic, Partition: s.Partition, Upstream: s.UpstreamOffset, Downstream: s.DownstreamOffset})
+			}
+			r.log.Info("taking over a partition copied before: resuming after the last copy the previous replicator's offset syncs name",
+				zap.String("topic", p.topic), zap.Int32("partition", p.partition),
+				zap.Int64("stored_offset", stored), zap.Int64("offset", anchorUp+1), zap.Int("offset_syncs", len(ss)))
+		case stored >= 0:
+			// Progress without mm2go's offset map nor offset syncs: it
+			// does not say where the records sit on the target.
 			st.from = stored + 1
 			out[k] = planned{start: st}
 			continue
@@ -226,4 +253,27 @@ func sameRecord(src, dst *kgo.Record) bool {
 		}
 	}
 	return dst.Attrs.TimestampType() == 1 || src.Timestamp.Equal(dst.Timestamp)
+}
+
+// legacySyncs reads the flow's MM2 offset-syncs topic and returns its
+// syncs per partition in the order written. A missing topic reads as none.
+func (r *Replicator) legacySyncs(ctx context.Context) (map[tp][]policy.OffsetSync, error) {
+	f := r.o.Flow
+	topic, reader := r.o.Policy.OffsetSyncsTopic(f.Target), r.o.SourceReader
+	if f.OffsetSyncsTopicLocation == config.LocationTarget {
+		topic, reader = r.o.Policy.OffsetSyncsTopic(f.Source), r.o.TargetReader
+	}
+	out := make(map[tp][]policy.OffsetSync)
+	err := itopic.ReadAll(ctx, reader, topic, func(rec *kgo.Record) {
+		s, err := policy.DecodeOffsetSync(rec.Key, rec.Value)
+		if err != nil {
+			return
+		}
+		k := tp{s.Topic, s.Partition}
+		out[k] = append(out[k], s)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read offset syncs %s: %w", topic, err)
+	}
+	return out, nil
 }

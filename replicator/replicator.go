@@ -154,6 +154,11 @@ type Replicator struct {
 
 	promise func(*kgo.Record, error)
 
+	// readers serializes the refresh and prune loops' use of TargetReader
+	// and SourceReader: a client polled by two readers at once would hand
+	// each the other's records.
+	readers sync.Mutex
+
 	age, latency prometheus.Observer
 
 	// copied counts acknowledged records since start (promise goroutine
