@@ -241,13 +241,17 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 // byte for byte, and the timestamp unless the target assigns log append
 // time.
 func sameRecord(src, dst *kgo.Record) bool {
+	dh := dst.Headers
+	if n := len(dh); n == len(src.Headers)+1 && dh[n-1].Key == originHeader {
+		dh = dh[:n-1] // the provenance header mm2go added
+	}
 	if (src.Key == nil) != (dst.Key == nil) || !bytes.Equal(src.Key, dst.Key) ||
 		(src.Value == nil) != (dst.Value == nil) || !bytes.Equal(src.Value, dst.Value) ||
-		len(src.Headers) != len(dst.Headers) {
+		len(src.Headers) != len(dh) {
 		return false
 	}
 	for i, h := range src.Headers {
-		d := dst.Headers[i]
+		d := dh[i]
 		if h.Key != d.Key || (h.Value == nil) != (d.Value == nil) || !bytes.Equal(h.Value, d.Value) {
 			return false
 		}

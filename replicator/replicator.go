@@ -154,6 +154,11 @@ type Replicator struct {
 
 	promise func(*kgo.Record, error)
 
+	// provenance is the flow's mm2go.provenance.headers; origin is the
+	// header value it writes (the source alias).
+	provenance bool
+	origin     []byte
+
 	// readers serializes the refresh and prune loops' use of TargetReader
 	// and SourceReader: a client polled by two readers at once would hand
 	// each the other's records.
@@ -229,6 +234,7 @@ func New(o Options) (*Replicator, error) {
 			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Target), o.SyncProducer
 		}
 	}
+	r.provenance, r.origin = f.ProvenanceHeaders, []byte(f.Source)
 	r.promise = r.onProduced
 	r.age, r.latency = r.m.observers(r.flow)
 	return r, nil
@@ -415,15 +421,18 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			// Read what is needed of the last record now: once handed to
 			// the producer a record belongs to it.
 			last := fp.Records[len(fp.Records)-1]
-			lastOffset, lastControl := last.Offset, last.Attrs.IsControl()
+			lastOffset, lastSkipped := last.Offset, r.skip(last)
 			// Record age is sampled once per fetched batch, by its first
 			// record: per-record observations would cost more than the copy.
 			r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
 			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
 			n := 0
 			for _, rec := range fp.Records {
-				if rec.Attrs.IsControl() {
+				if r.skip(rec) {
 					continue
+				}
+				if r.provenance {
+					r.stamp(rec)
 				}
 				m := &b.metas[n]
 				n++
@@ -435,7 +444,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				dst.Produce(produceCtx, rec, r.promise)
 			}
 			p.next = lastOffset + 1
-			if lastControl {
+			if lastSkipped {
 				p.markerAfter.Store(p.lastData)
 				p.markerEnd.Store(p.next)
 			}
@@ -444,6 +453,39 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			}
 		})
 	}
+}
+
+// originHeader names the cluster a record was first produced on, when the
+// flow's mm2go.provenance.headers is on.
+const originHeader = "mm2go.origin"
+
+// skip reports whether a fetched record is not copied: a transaction
+// marker, or, with provenance headers, a record that came from the flow's
+// target (copying it back would loop). Skipped records are upstream gaps
+// to the offset map.
+func (r *Replicator) skip(rec *kgo.Record) bool {
+	if rec.Attrs.IsControl() {
+		return true
+	}
+	if !r.provenance {
+		return false
+	}
+	for _, h := range rec.Headers {
+		if h.Key == originHeader {
+			return string(h.Value) == r.o.Flow.Target
+		}
+	}
+	return false
+}
+
+// stamp adds the origin header to a record produced on the source itself.
+func (r *Replicator) stamp(rec *kgo.Record) {
+	for _, h := range rec.Headers {
+		if h.Key == originHeader {
+			return // copied from further upstream: keep its origin
+		}
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: originHeader, Value: r.origin})
 }
 
 // endOf is the end offset a fetch reports for its partition: the last stable

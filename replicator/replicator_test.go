@@ -515,3 +515,35 @@ func TestRestartReconcilesCopiedTail(t *testing.T) {
 	}, segs[0])
 	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 35, DownNext: 36}, pos[0])
 }
+
+// TestProvenanceHeaders: with mm2go.provenance.headers on, copied records
+// carry their origin and records that came from the target are not copied
+// back (active/active under the identity policy).
+func TestProvenanceHeaders(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	require.NoError(t, b.srcCl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: "orders", Value: []byte("local-1")},
+		&kgo.Record{Topic: "orders", Value: []byte("from-B"), Headers: []kgo.RecordHeader{{Key: "mm2go.origin", Value: []byte("B")}}},
+		&kgo.Record{Topic: "orders", Value: []byte("from-C"), Headers: []kgo.RecordHeader{{Key: "mm2go.origin", Value: []byte("C")}}},
+		&kgo.Record{Topic: "orders", Value: []byte("local-2"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}},
+	).FirstErr())
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.provenance.headers = true"), reg)
+	got := b.read("A.orders", 3)
+	require.Equal(t, []record{
+		{key: "", keyNil: true, value: "local-1", headers: `mm2go.origin="A"/false`, ts: got[0][0].ts},
+		{key: "", keyNil: true, value: "from-C", headers: `mm2go.origin="C"/false`, ts: got[0][1].ts},
+		{key: "", keyNil: true, value: "local-2", headers: `h="v"/false,mm2go.origin="A"/false`, ts: got[0][2].ts},
+	}, got[0])
+	waitFor(t, "lag 0 although the last records were skipped", func() bool {
+		return testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_lag_records")) == 0
+	})
+	require.NoError(t, stop())
+	segs, pos := b.offsetMap()
+	require.Equal(t, []policy.Segment{
+		{Topic: "orders", Partition: 0, From: 0, Last: 0, Down: 0},
+		{Topic: "orders", Partition: 0, From: 2, Last: 3, Down: 1},
+	}, segs[0])
+	require.EqualValues(t, 4, pos[0].Next)
+}
