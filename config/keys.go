@@ -173,11 +173,19 @@ func hasClientPrefix(k string) bool {
 
 // isSecretKey reports whether a key holds a secret whose value must never be
 // printed. It matches Kafka's PASSWORD-typed client keys and anything that
-// ends in "password" or "secret", with or without a prefix.
+// ends in "password" or "secret", with or without a prefix, and, so that a
+// mistyped key does not print its value, any key that mentions a password,
+// secret, JAAS config, token or credential.
 func isSecretKey(k string) bool {
 	for _, s := range []string{"sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain",
 		"ssl.truststore.certificates", "password", "secret"} {
 		if strings.HasSuffix(k, s) {
+			return true
+		}
+	}
+	l := strings.ToLower(k)
+	for _, s := range []string{"pass", "secret", "jaas", "token", "credential"} {
+		if strings.Contains(l, s) {
 			return true
 		}
 	}

@@ -126,3 +126,12 @@ b.ssl.truststore.password = ` + pw + `
 		})
 	}
 }
+
+func TestMistypedSecretKeysAreMasked(t *testing.T) {
+	for _, k := range []string{"a.producer.ssl.key.passwrd", "a.consumer.sasl.jaas.confg", "a.admin.some.token", "a.client.secretkey"} {
+		require.True(t, isSecretKey(k), k)
+	}
+	for _, k := range []string{"a.producer.linger.ms", "a.ssl.truststore.location", "a.bootstrap.servers"} {
+		require.False(t, isSecretKey(k), k)
+	}
+}

@@ -26,6 +26,12 @@
 #   KAFKA_STOP_SIGNAL=TERM|KILL  KILL = fast teardown
 #   KAFKA_NUM_PARTITIONS=1 KAFKA_MIN_ISR=<1 or 2>
 #   KAFKA_EXTRA_PROPS="k=v\nk2=v2"   appended to every node's server.properties (last one wins)
+#   KAFKA_FORMAT_ARGS="a\nb"     extra arguments of `kafka-storage.sh format`, one per line, e.g.
+#                                "--add-scram\nSCRAM-SHA-512=[name=admin,password=x]" (default none)
+#   KAFKA_READY_PROBE=ping|port  how start/restart-node/healthy/status tell that a broker serves:
+#                                ping (default) = the ApiVersions probe over plain TCP; port = the
+#                                broker port accepts connections (TLS listeners, which the plain
+#                                probe cannot talk to). `start` remembers it in $KAFKA_ROOT/NAME/probe.
 #   KAFKA_JVM_OPTS="..."         extra JVM flags for the brokers
 #   KEEP_DATA=1                  `stop` keeps the directory
 set -euo pipefail
@@ -34,6 +40,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/kafka-env.sh"
 
 QUORUM="${KAFKA_QUORUM:-static}"
+READY_PROBE="${KAFKA_READY_PROBE:-ping}"
 CTRL_OFFSET="${KAFKA_CTRL_OFFSET:-1000}"
 START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-20}"
@@ -141,6 +148,14 @@ launch_node() {
   echo $! >"$dir/pid"
 }
 
+# node_serves CDIR PORT: the cluster's readiness probe (KAFKA_READY_PROBE at its start) succeeds.
+node_serves() {
+  case "$(cat "$1/probe" 2>/dev/null || echo ping)" in
+    port) port_open 127.0.0.1 "$2" ;;
+    *) kafka_ping 127.0.0.1 "$2" 2 ;;
+  esac
+}
+
 # wait_ready CDIR NODE...: wait until each node's broker answers an ApiVersions request.
 # Kafka opens a fixed broker port only when the broker has caught up with the metadata log and
 # been unfenced (BrokerServer.startup -> socketServer.enableRequestProcessing; the Acceptor defers
@@ -152,7 +167,7 @@ wait_ready() {
   local n port pid t0; t0=$(now_ms)
   for n in "$@"; do
     port="$(cat "$cdir/node$n/port")"
-    until port_open 127.0.0.1 "$port" && kafka_ping 127.0.0.1 "$port" 2; do
+    until port_open 127.0.0.1 "$port" && node_serves "$cdir" "$port"; do
       pid="$(cat "$cdir/node$n/pid" 2>/dev/null || true)"
       if ! pid_alive "$pid"; then
         say "node $n (127.0.0.1:$port) exited during start-up; last lines of $cdir/node$n/node.log:"
@@ -192,7 +207,7 @@ cluster_healthy() {
   [[ -f "$cdir/nodes" ]] || return 1
   for n in $(node_list "$cdir"); do
     node_pid "$cdir/node$n" >/dev/null || return 1
-    kafka_ping 127.0.0.1 "$(cat "$cdir/node$n/port")" 2 || return 1
+    node_serves "$cdir" "$(cat "$cdir/node$n/port")" || return 1
   done
 }
 
@@ -209,6 +224,7 @@ start_cluster() {
   fi
   [[ ${#cports[@]} -eq "$count" ]] || die "need $count controller ports, got ${#cports[@]}"
   [[ "$name" =~ ^[A-Za-z0-9._-]+$ ]] || die "bad cluster name '$name'"
+  [[ "$READY_PROBE" == ping || "$READY_PROBE" == port ]] || die "KAFKA_READY_PROBE must be ping or port, not '$READY_PROBE'"
   local cdir; cdir="$(cluster_dir "$name")"
   if [[ -d "$cdir" ]]; then
     for i in $(node_list "$cdir"); do
@@ -246,6 +262,9 @@ start_cluster() {
   seq 1 "$count" | tr '\n' ' ' >"$cdir/nodes"
   echo "$cid" >"$cdir/cluster.id"
   echo "$QUORUM" >"$cdir/quorum"
+  echo "$READY_PROBE" >"$cdir/probe"
+  local -a extra_fmt=()
+  if [[ -n "${KAFKA_FORMAT_ARGS:-}" ]]; then mapfile -t extra_fmt < <(printf '%b\n' "$KAFKA_FORMAT_ARGS"); fi
   local -a fmt_pids=()
   for ((i = 0; i < count; i++)); do
     local id=$((i + 1)) ndir="$cdir/node$((i + 1))"
@@ -264,7 +283,7 @@ start_cluster() {
       *) die "KAFKA_QUORUM must be static or dynamic, not '$QUORUM'" ;;
     esac
     # The nodes are formatted in parallel (one JVM each).
-    format_node "$ndir" "$cid" "${fmt_args[@]}" &
+    format_node "$ndir" "$cid" "${fmt_args[@]}" "${extra_fmt[@]}" &
     fmt_pids+=($!)
   done
   local fmt_ok=1
@@ -293,7 +312,7 @@ status_of() { # NAME
   for n in $(node_list "$cdir"); do
     port="$(cat "$cdir/node$n/port")"
     if pid="$(node_pid "$cdir/node$n")"; then state=running; else pid="$(cat "$cdir/node$n/pid" 2>/dev/null || echo '?')"; state=down; fi
-    if kafka_ping 127.0.0.1 "$port" 2; then state="$state,serving"; fi
+    if node_serves "$cdir" "$port"; then state="$state,serving"; fi
     echo "$1 node $n pid=$pid broker=127.0.0.1:$port controller=127.0.0.1:$(cat "$cdir/node$n/ctrl_port") $state"
   done
 }

@@ -81,6 +81,11 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 // one fails, and closes the clients in reverse order of creation.
 func (fr *flowRunner) run(ctx context.Context) (err error) {
 	f := fr.flow
+	// A wrong password, CA or address fails here, in one line naming the
+	// cluster, instead of in whichever worker's request hits it first.
+	if err := preflight(ctx, f); err != nil {
+		return fmt.Errorf("check connectivity: %w", err)
+	}
 	var closers []func()
 	defer func() {
 		for _, c := range slices.Backward(closers) {

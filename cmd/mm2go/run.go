@@ -35,7 +35,9 @@ const usage = `mm2go replicates Kafka topics between clusters, configured by Mir
 Usage:
   mm2go [run] -c FILE [flags]     run every enabled flow until SIGINT/SIGTERM
   mm2go demo [flags]              replicate between two in-process Kafka clusters
-  mm2go validate -c FILE          check a file and print the effective flows
+  mm2go validate -c FILE [--connect]
+                                  check a file and print the effective flows; --connect also
+                                  lists, per flow, the topics it would replicate
   mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
   mm2go offsets translate -c FILE --flow A->B --group G [--topic T]
                                   the group's source offsets and their exact target offsets
@@ -165,6 +167,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		ListenAddress:    cf.listen,
 		DrainTimeout:     cf.drainTimeout,
 		PartitionMetrics: cf.partitionMetrics,
+		Notifier:         newNotifier(os.Getenv("NOTIFY_SOCKET")),
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
@@ -227,32 +230,4 @@ func reload(ctx context.Context, d *daemon, file string, log *zap.Logger) {
 		return
 	}
 	log.Info("configuration reloaded")
-}
-
-func runValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("mm2go validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var file string
-	fs.StringVar(&file, "c", "", "MirrorMaker 2 properties file")
-	fs.StringVar(&file, "config", "", "same as -c")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	}
-	if file == "" {
-		_, _ = fmt.Fprintln(stderr, "mm2go validate: -c FILE is required")
-		return exitUsage
-	}
-	log, _, err := newLogger(stderr, "warn", logConsole, prometheus.NewRegistry())
-	if err != nil {
-		return exitUsage
-	}
-	cfg, ok := loadConfig(file, log, stderr)
-	if !ok {
-		return exitUsage
-	}
-	_, _ = fmt.Fprint(stdout, cfg.Dump())
-	return exitOK
 }
