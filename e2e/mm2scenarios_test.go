@@ -460,6 +460,12 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 				require.Equal(t, "1000", got["retention.bytes"].Value, "copied at creation")
 				require.Equal(t, kmsg.ConfigSourceDefaultConfig, got["delete.retention.ms"].Source, "excluded at creation")
 				scAlter(t, s.dstAdm, r, scSet("delete.retention.ms", "2000"), scSet("retention.bytes", "2000"))
+				// Config changes reach the brokers through the metadata log:
+				// wait until the excluded key's new value is visible, so the
+				// checks below do not read the old one.
+				eventually(t, 30*time.Second, "the altered configs visible", func() bool {
+					return scTopicConfigs(t, s.dstAdm, r)["delete.retention.ms"].Value == "2000"
+				})
 				eventually(t, 30*time.Second, "retention.bytes synced back", func() bool {
 					return scTopicConfigs(t, s.dstAdm, r)["retention.bytes"].Value == "1000"
 				})
@@ -558,6 +564,12 @@ func TestIntegrationMM2SourceDefaultsAndLatest(t *testing.T) {
 				srcDefault := scTopicConfigs(t, s.srcAdm, defaults)["retention.bytes"]
 				require.Equal(t, kmsg.ConfigSourceDefaultConfig, srcDefault.Source)
 				scAlter(t, s.dstAdm, r, scSet("delete.retention.ms", "2000"), scSet("retention.bytes", "2000"))
+				// Config changes reach the brokers through the metadata log:
+				// wait until the excluded key's new value is visible, so the
+				// checks below do not read the old one.
+				eventually(t, 30*time.Second, "the altered configs visible", func() bool {
+					return scTopicConfigs(t, s.dstAdm, r)["delete.retention.ms"].Value == "2000"
+				})
 				eventually(t, 30*time.Second, "retention.bytes set to the source default", func() bool {
 					c := scTopicConfigs(t, s.dstAdm, r)["retention.bytes"]
 					return c.Value == srcDefault.Value && c.Source == kmsg.ConfigSourceDynamicTopicConfig
