@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build demo test test-unit vet tidy-check
+.PHONY: build demo test test-unit vet tidy-check bench
 
 build: ## the mm2go binary in ./bin
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/mm2go ./cmd/mm2go
@@ -22,3 +22,6 @@ vet:
 
 tidy-check:
 	go mod tidy && git diff --exit-code go.mod go.sum
+
+bench: ## mm2go vs Apache MM2 vs the raw limit on two real Kafka clusters (~14 min; see README "Performance")
+	go run ./bench $(BENCH_FLAGS)

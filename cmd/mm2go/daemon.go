@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"sort"
 	"sync"
@@ -40,6 +41,11 @@ type daemonOptions struct {
 	// Notifier tells systemd about readiness, reloads and stopping; nil
 	// outside systemd.
 	Notifier *notifier
+	// Pprof serves net/http/pprof at /debug/pprof/.
+	Pprof bool
+	// MaxBufferedBytes bounds each flow's in-memory record bytes; 0 keeps
+	// the file's client settings.
+	MaxBufferedBytes int64
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -103,6 +109,13 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("/readyz", d.ready)
+		if o.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return d, nil
@@ -281,6 +294,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				m:                d.m,
 				drainTimeout:     d.o.DrainTimeout,
 				partitionMetrics: d.o.PartitionMetrics,
+				maxBufferedBytes: d.o.MaxBufferedBytes,
 			},
 			fingerprint: f.Fingerprint(),
 			cancel:      cancel,

@@ -35,6 +35,7 @@ type flowRunner struct {
 
 	drainTimeout     time.Duration
 	partitionMetrics bool
+	maxBufferedBytes int64
 
 	mu  sync.Mutex
 	rep *replicator.Replicator // current run's replicator, for status displays
@@ -121,7 +122,7 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		return nil
 	}
 
-	src, err := newClient(config.RoleSourceConsumer, replicator.ConsumerOpts()...)
+	src, err := newClient(config.RoleSourceConsumer, append(replicator.ConsumerOpts(), fr.consumerBudget()...)...)
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	dst, err := newClient(config.RoleTargetProducer, replicator.ProducerOpts()...)
+	dst, err := newClient(config.RoleTargetProducer, append(replicator.ProducerOpts(), fr.producerBudget()...)...)
 	if err != nil {
 		return err
 	}
@@ -306,4 +307,29 @@ func (fr *flowRunner) runCheckpoints(ctx context.Context, dst *kgo.Client, srcAd
 		return err
 	}
 	return cp.Run(ctx)
+}
+
+// consumerBudget and producerBudget split --buffer.max-bytes between the
+// flow's source consumer (a quarter: two fetches in flight of an eighth
+// each) and its target producer (the rest, records fetched and not yet
+// acknowledged). Without the flag they add nothing.
+func (fr *flowRunner) consumerBudget() []kgo.Opt {
+	b := fr.maxBufferedBytes
+	if b <= 0 {
+		return nil
+	}
+	fetch := int32(min(max(b/8, 64<<10), 1<<30))
+	return []kgo.Opt{
+		kgo.FetchMaxBytes(fetch),
+		kgo.FetchMaxPartitionBytes(min(fetch, 1<<20)),
+		kgo.MaxConcurrentFetches(2),
+	}
+}
+
+func (fr *flowRunner) producerBudget() []kgo.Opt {
+	b := fr.maxBufferedBytes
+	if b <= 0 {
+		return nil
+	}
+	return []kgo.Opt{kgo.MaxBufferedBytes(int(max(b*3/4, 1<<20)))}
 }

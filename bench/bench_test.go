@@ -1,0 +1,298 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		line string
+		want time.Duration
+		err  bool
+	}{
+		{
+			name: "plain command",
+			line: "1234 (java) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 10 5 20 0 42 0 100 0 0",
+			want: 3150 * time.Millisecond, // (250+50+10+5) ticks of 10ms
+		},
+		{
+			name: "command with spaces and parentheses",
+			line: "77 (a (b) c) R 1 77 77 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 0 0 0",
+			want: 100 * time.Millisecond,
+		},
+		{name: "truncated", line: "77 (x) R 1 2 3", err: true},
+		{name: "no command", line: "77 x R 1 2 3", err: true},
+		{name: "not a number", line: "1 (x) S 1 1 1 0 -1 0 0 0 0 0 a 0 0 0 20", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tc.line), 100)
+			if tc.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestParseStatusMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		status   string
+		rss, hwm int64
+		err      bool
+	}{
+		{
+			name:   "process",
+			status: "Name:\tmm2go\nVmPeak:\t 900 kB\nVmHWM:\t   2048 kB\nVmRSS:\t   1024 kB\nThreads:\t9\n",
+			rss:    1 << 20, hwm: 2 << 20,
+		},
+		{name: "kernel thread", status: "Name:\tkworker\nThreads:\t1\n", err: true},
+		{name: "bad unit", status: "VmHWM:\t 1 MB\nVmRSS:\t 1 kB\n", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rss, hwm, err := parseStatusMemory([]byte(tc.status))
+			if tc.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.rss, rss)
+			require.Equal(t, tc.hwm, hwm)
+		})
+	}
+}
+
+func TestReadProcSelf(t *testing.T) {
+	// Burn a little CPU so that the sample cannot be all zero.
+	deadline := time.Now().Add(30 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	s, err := readProc(os.Getpid(), clockTicks())
+	require.NoError(t, err)
+	require.Positive(t, s.RSS)
+	require.GreaterOrEqual(t, s.HWM, s.RSS)
+	require.Positive(t, s.CPU)
+}
+
+func TestMedian(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{name: "odd", in: []float64{3, 1, 2}, want: 2},
+		{name: "even", in: []float64{4, 1, 3, 2}, want: 2.5},
+		{name: "NaNs ignored", in: []float64{nan, 5, nan}, want: 5},
+		{name: "one", in: []float64{7}, want: 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, tc.want, median(tc.in), 1e-12)
+		})
+	}
+	t.Run("empty", func(t *testing.T) {
+		require.True(t, math.IsNaN(median(nil)))
+		require.True(t, math.IsNaN(median([]float64{nan})))
+	})
+}
+
+func TestPercentile(t *testing.T) {
+	sorted := make([]time.Duration, 100)
+	for i := range sorted {
+		sorted[i] = time.Duration(i+1) * time.Millisecond
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{name: "p50 of 100", in: sorted, p: 50, want: 50 * time.Millisecond},
+		{name: "p99 of 100", in: sorted, p: 99, want: 99 * time.Millisecond},
+		{name: "p100 is the max", in: sorted, p: 100, want: 100 * time.Millisecond},
+		{name: "tiny p is the min", in: sorted, p: 0.001, want: time.Millisecond},
+		{name: "one value", in: sorted[:1], p: 99, want: time.Millisecond},
+		{name: "empty", in: nil, p: 50, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, percentile(tc.in, tc.p))
+		})
+	}
+}
+
+func TestSplitProps(t *testing.T) {
+	require.Equal(t, []string{"a = 1", "{T}.b=2"}, splitProps(" a = 1 ;; {T}.b=2 ; "))
+	require.Empty(t, splitProps(""))
+}
+
+func TestConfigLines(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		c        contender
+		want     []string
+		wantNone []string
+	}{
+		{
+			name: "mm2go with aliases substituted",
+			c:    contender{kind: kindMM2go, props: []string{"{T}.producer.linger.ms = 5", "{S}.consumer.fetch.max.bytes = 1"}},
+			want: []string{
+				"clusters = sA, tA", "sA.bootstrap.servers = h1:1", "tA.bootstrap.servers = h2:2",
+				"sA->tA.enabled = true", "sA->tA.topics = backlog", "tA->sA.enabled = false",
+				"tA->sA.emit.heartbeats.enabled = false",
+				"tA.producer.linger.ms = 5", "sA.consumer.fetch.max.bytes = 1",
+			},
+			wantNone: []string{"plugin.discovery = service_load"},
+		},
+		{
+			name: "MM2 gets its single-broker and start-up lines",
+			c:    contender{kind: kindMM2},
+			want: []string{"status.storage.replication.factor = 1", "config.storage.replication.factor = 1", "tA.plugin.discovery = service_load"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.c.configLines("sA", "tA", []string{"h1:1"}, []string{"h2:2"}, "backlog")
+			for _, w := range tc.want {
+				require.Contains(t, got, w)
+			}
+			for _, w := range tc.wantNone {
+				require.NotContains(t, got, w)
+			}
+			for _, l := range got {
+				require.NotContains(t, l, "{")
+			}
+		})
+	}
+}
+
+func TestResultField(t *testing.T) {
+	line := "RESULT consume records=200000 mib=97.6 fetch_records_per_sec=600600.6"
+	for _, tc := range []struct {
+		key  string
+		want float64
+		ok   bool
+	}{
+		{key: "records", want: 200000, ok: true},
+		{key: "fetch_records_per_sec", want: 600600.6, ok: true},
+		{key: "mib_per_sec", ok: false},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			got, ok := resultField(line, tc.key)
+			require.Equal(t, tc.ok, ok)
+			require.InDelta(t, tc.want, got, 1e-9)
+		})
+	}
+}
+
+func TestShapeRecord(t *testing.T) {
+	s := newShape(1024, 1)
+	r := s.record("t", 1234567, 8)
+	require.Equal(t, "k00001234567", string(r.Key))
+	require.Len(t, r.Key, keyLen)
+	require.Len(t, r.Value, 1024)
+	require.Equal(t, int32(1234567%8), r.Partition)
+	require.Len(t, r.Headers, 2)
+	size := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	require.Equal(t, recordBytes(1024), int64(size))
+	// Same seed, same data: a reused backlog matches a regenerated one.
+	require.Equal(t, r.Value, newShape(1024, 1).record("t", 1234567, 8).Value)
+}
+
+func TestSameRecord(t *testing.T) {
+	base := func() *kgo.Record {
+		return &kgo.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(1000),
+			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*kgo.Record)
+		want   string
+	}{
+		{name: "equal", change: func(*kgo.Record) {}, want: ""},
+		{name: "key", change: func(r *kgo.Record) { r.Key = []byte("j") }, want: "key"},
+		{name: "value", change: func(r *kgo.Record) { r.Value = []byte("w") }, want: "value"},
+		{name: "timestamp", change: func(r *kgo.Record) { r.Timestamp = time.UnixMilli(1001) }, want: "timestamp"},
+		{name: "header value", change: func(r *kgo.Record) { r.Headers[0].Value = []byte("y") }, want: "header 0"},
+		{name: "header count", change: func(r *kgo.Record) { r.Headers = nil }, want: "headers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := base()
+			tc.change(b)
+			got := sameRecord(base(), b)
+			if tc.want == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.Contains(t, got, tc.want)
+		})
+	}
+}
+
+func TestSummarizeAndTargets(t *testing.T) {
+	run := func(name string, round int, wall, cpu time.Duration, rss int64) runResult {
+		return runResult{Phase: "backlog", Contender: name, Round: round, OK: true, Records: 1000, Bytes: 100e6,
+			Wall: wall, CPU: cpu, PeakRSS: rss, First: 500 * time.Millisecond}
+	}
+	lat := func(name string, round int, p99 time.Duration) runResult {
+		return runResult{Phase: "latency", Contender: name, Round: round, OK: true, P50: p99 / 2, P99: p99}
+	}
+	results := []runResult{
+		run("mm2go", 1, 2*time.Second, time.Second, 20<<20),
+		run("mm2", 1, 10*time.Second, 10*time.Second, 400<<20),
+		run("copyloop", 1, 2*time.Second, time.Second, 20<<20),
+		run("mm2go", 2, 4*time.Second, 2*time.Second, 30<<20),
+		run("mm2", 2, 20*time.Second, 10*time.Second, 400<<20),
+		run("copyloop", 2, 2*time.Second, time.Second, 20<<20),
+		{Phase: "backlog", Contender: "mm2", Round: 3, Err: "verify: differs"},
+		lat("mm2go", 1, 20*time.Millisecond),
+		lat("mm2", 1, 40*time.Millisecond),
+	}
+	rows := summarize(results)
+	require.Len(t, rows, 3)
+	require.Equal(t, "mm2go", rows[0].name)
+	require.Equal(t, 2, rows[0].ok)
+	require.InDelta(t, 3.0, rows[0].wall, 1e-9)  // median of 2s and 4s
+	require.InDelta(t, 37.5, rows[0].mbps, 1e-9) // median of 50 and 25 MB/s
+	require.InDelta(t, 20.0, rows[0].p99, 1e-9)
+	require.Equal(t, 2, rows[1].ok)
+	require.Equal(t, 3, rows[1].total) // the failed run counts as run, not in the medians
+
+	b := &bench{o: &options{latRate: 10000, phases: []string{"backlog", "latency"}}}
+	md := b.targets(rows)
+	// Round 1: 100/10 = 10x, round 2: 50/10 = 5x; median 7.5x.
+	require.Contains(t, md, "| MB per CPU-s: mm2go ≥ 5 × mm2 | 7.50× | yes |")
+	// Round 1: 100 %, round 2: 50 %; median 75 %.
+	require.Contains(t, md, "| catch-up: mm2go MB/s ≥ 70 % of copyloop | 75 % | yes |")
+	require.Contains(t, md, "| peak RSS: mm2go ≤ 1/10 of mm2 | 0.062× | yes |")
+	require.Contains(t, md, "| p99 mm2go ≤ mm2 | 0.50× | yes |")
+	require.True(t, strings.Contains(md, "start to first record < 1 s: mm2go | 0.50 s | yes"))
+}
+
+func TestDirSize(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path string, n int) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, path), make([]byte, n), 0o644))
+	}
+	write("backlog-0/00000000000000000000.log", 100)
+	write("backlog-0/00000000000000000000.index", 1000) // preallocated index: not counted
+	write("backlog-1/00000000000000000000.log", 10)
+	write("backlog-2.abc123-delete/00000000000000000000.log", 5000) // deleted topic
+	write("backlog-x-0/00000000000000000000.log", 7000)             // another topic
+	require.Equal(t, int64(110), dirSize(dir, "backlog-"))
+}

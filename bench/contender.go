@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// kind is how a replicating contender is run.
+type kind int
+
+const (
+	kindMM2go    kind = iota // bin/mm2go -c FILE
+	kindMM2                  // Apache MirrorMaker 2, testbed/mm2.sh run FILE
+	kindCopyLoop             // this program's minimal franz-go copy loop
+)
+
+// contender is one replicator profile the benchmark runs.
+type contender struct {
+	name string
+	kind kind
+	// props are extra lines of the MM2 properties file; {S} and {T} stand
+	// for the run's source and target aliases.
+	props []string
+	// env are extra environment entries of the process.
+	env []string
+	// args are extra arguments (copy loop only).
+	args []string
+	// about says what the profile is, for the report.
+	about string
+}
+
+// Names of the contenders.
+const (
+	nameMM2go     = "mm2go"
+	nameMM2goLean = "mm2go-lean"
+	nameMM2       = "mm2"
+	nameMM2Tuned  = "mm2-tuned"
+	nameCopyLoop  = "copyloop"
+)
+
+// Names of the raw-limit measurements, which are not replicators.
+const (
+	perfProduce = "perf-produce"
+	perfConsume = "perf-consume"
+	perfCopy    = "perf-copy"
+	direct      = "direct" // latency floor: the consumer reads the source topic
+)
+
+// splitProps splits a ";"-separated list of property lines.
+func splitProps(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ";") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// contenders returns the replicator profiles. The tuned profiles' lines can
+// be replaced from the command line (see the -*-tuned flags).
+func contenders(o *options) []*contender {
+	about := func(what, props, env string) string {
+		s := what
+		if props != "" {
+			s += ": `" + props + "`"
+		}
+		if env != "" {
+			s += ", environment `" + env + "`"
+		}
+		return s
+	}
+	return []*contender{
+		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings"},
+		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean), env: strings.Fields(o.mm2goLeanEnv),
+			about: about("mm2go with less buffering (memory and latency)", o.mm2goLean, o.mm2goLeanEnv)},
+		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
+		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
+			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},
+		{name: nameCopyLoop, kind: kindCopyLoop, args: strings.Fields(o.copyArgs),
+			about: "minimal franz-go consume-produce loop (`go run ./bench copyloop`), `" + o.copyArgs + "`"},
+	}
+}
+
+// configLines is the MM2 properties file of a run of c: flow src->dst
+// replicating topic, every replication factor 1 (single-broker clusters),
+// then the contender's own lines.
+func (c *contender) configLines(src, dst string, srcSeeds, dstSeeds []string, topic string) []string {
+	lines := []string{
+		"clusters = " + src + ", " + dst,
+		src + ".bootstrap.servers = " + strings.Join(srcSeeds, ","),
+		dst + ".bootstrap.servers = " + strings.Join(dstSeeds, ","),
+		src + "->" + dst + ".enabled = true",
+		src + "->" + dst + ".topics = " + topic,
+		dst + "->" + src + ".enabled = false",
+		"replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"offset.storage.replication.factor = 1",
+		// No authorizer on the benchmark brokers: ACL sync would only log
+		// errors.
+		"sync.topic.acls.enabled = false",
+		// Both tools would otherwise also run the disabled reverse flow's
+		// heartbeats into the source (MM2's default), which the forward
+		// flow then copies: not part of what is measured.
+		dst + "->" + src + ".emit.heartbeats.enabled = false",
+	}
+	if c.kind == kindMM2 {
+		lines = append(lines,
+			"status.storage.replication.factor = 1",
+			"config.storage.replication.factor = 1",
+			// Start-up only: skip the plugin class scan (testbed README §5).
+			"plugin.discovery = service_load",
+			src+".plugin.discovery = service_load",
+			dst+".plugin.discovery = service_load",
+		)
+	}
+	for _, p := range c.props {
+		lines = append(lines, strings.NewReplacer("{S}", src, "{T}", dst).Replace(p))
+	}
+	return lines
+}
+
+// launch describes the process of one run of a replicating contender.
+type launch struct {
+	src, dst string // aliases
+	topic    string // source topic
+	remote   string // target topic
+	dir      string // run directory: config and log
+	pprof    bool   // profile run: use the mm2go with pprof
+}
+
+// command returns the process that replicates l.topic for contender c; its
+// output goes to l.dir/process.log (which the caller creates and closes).
+func (b *bench) command(ctx context.Context, c *contender, l launch) (*exec.Cmd, error) {
+	switch c.kind {
+	case kindCopyLoop:
+		args := []string{"copyloop", "-src", strings.Join(b.srcSeeds, ","), "-dst", strings.Join(b.dstSeeds, ","),
+			"-topic", l.topic, "-to", l.remote}
+		cmd := exec.CommandContext(ctx, b.self, slices.Concat(args, c.args)...)
+		cmd.Env = append(os.Environ(), c.env...)
+		return cmd, nil
+	case kindMM2go, kindMM2:
+		cfg := filepath.Join(l.dir, "mm2.properties")
+		lines := c.configLines(l.src, l.dst, b.srcSeeds, b.dstSeeds, l.topic)
+		if err := os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("write config: %w", err)
+		}
+		if c.kind == kindMM2 {
+			// mm2.sh run execs the JVM, so the child's pid is MM2's.
+			return b.tb.cmd(ctx, c.env, "mm2.sh", "run", cfg), nil
+		}
+		bin := b.mm2go
+		cmd := exec.CommandContext(ctx, bin, "-c", cfg, "--web.listen-address", "")
+		cmd.Env = append(os.Environ(), c.env...)
+		if l.pprof && b.mm2goPprof != "" {
+			cmd.Path, cmd.Args[0] = b.mm2goPprof, b.mm2goPprof
+			cmd.Env = append(cmd.Env, "MM2GO_BENCH_PPROF="+b.o.pprofAddr)
+		}
+		return cmd, nil
+	}
+	return nil, fmt.Errorf("unknown contender kind %d", c.kind)
+}
