@@ -36,7 +36,7 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, profile bo
 	if profile {
 		phase = "profile-latency"
 	}
-	res = runResult{Phase: phase, Contender: name, Round: round}
+	res = runResult{Phase: phase, Contender: name, Round: round, Syncs: -1}
 	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, name, round, id))
 	defer func() {
 		b.cleanup(context.WithoutCancel(ctx), l)

@@ -75,7 +75,7 @@ func resultField(line, key string) (float64, bool) {
 func (b *bench) perfTool(ctx context.Context, name string, round int) (res runResult) {
 	id := newID()
 	topic := "perf" + id
-	res = runResult{Phase: "backlog", Contender: name, Round: round, Records: b.src.records, Bytes: b.src.bytes}
+	res = runResult{Phase: "backlog", Contender: name, Round: round, Records: b.src.records, Bytes: b.src.bytes, Syncs: -1}
 	dir := filepath.Join(b.out, "runs", fmt.Sprintf("backlog-%s-r%d-%s", name, round, id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		res.Err = err.Error()

@@ -37,6 +37,9 @@ type runResult struct {
 	RSSQuarter, RSSEnd int64
 	// SrcBrokerCPU and DstBrokerCPU are the brokers' CPU over the run.
 	SrcBrokerCPU, DstBrokerCPU time.Duration
+	// Syncs is the number of records written to MM2's offset-syncs topic
+	// on the source (mm2go and MM2 alike), -1 when there is none.
+	Syncs int64
 
 	// Latency phase.
 	P50, P99, PMax time.Duration
@@ -329,8 +332,37 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		res.Err = err.Error()
 		return res
 	}
+	res.Syncs = b.countSyncs(ctx, "mm2-offset-syncs."+l.dst+".internal")
 	res.OK = true
 	return res
+}
+
+// countSyncs returns how many records the offset-syncs topic received: its
+// end offset minus its start offset (the topic is compacted, but a run is
+// far too short for the cleaner to touch its active segment), -1 if none.
+func (b *bench) countSyncs(ctx context.Context, topic string) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ends, err := b.srcAdm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return -1
+	}
+	starts, err := b.srcAdm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return -1
+	}
+	var n int64 = -1
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Partition < 0 {
+			return
+		}
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, o.Partition); ok && s.Err == nil {
+			start = s.Offset
+		}
+		n = max(n, 0) + o.Offset - start
+	})
+	return n
 }
 
 // verify checks that remote on the target holds exactly the source topic:

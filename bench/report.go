@@ -95,7 +95,7 @@ func runColumns() []string {
 		"phase", "contender", "round", "ok", "start", "records", "mb", "wall_s", "mb_per_s", "records_per_s",
 		"cpu_s", "mb_per_cpu_s", "peak_rss_mib", "rss_at_25pct_mib", "rss_at_end_mib", "first_record_s",
 		"src_broker_cpu_s", "dst_broker_cpu_s", "p50_ms", "p99_ms", "max_ms", "cpu_pct_at_rate",
-		"load1_before", "load1_after", "note", "error",
+		"offset_syncs", "load1_before", "load1_after", "note", "error",
 	}
 }
 
@@ -114,7 +114,7 @@ func (b *bench) writeRuns() error {
 			strconv.FormatInt(r.Records, 10), num(float64(r.Bytes) / 1e6), num(r.Wall.Seconds()), num(r.mbps()), num(r.rps()),
 			num(r.CPU.Seconds()), num(r.mbPerCPU()), mib(r.PeakRSS), mib(r.RSSQuarter), mib(r.RSSEnd), num(r.First.Seconds()),
 			num(r.SrcBrokerCPU.Seconds()), num(r.DstBrokerCPU.Seconds()), num(ms(r.P50)), num(ms(r.P99)), num(ms(r.PMax)),
-			num(r.LatCPUPct), num(r.LoadBefore[0]), num(r.LoadAfter[0]), strings.TrimSpace(r.Note), r.Err,
+			num(r.LatCPUPct), strconv.FormatInt(r.Syncs, 10), num(r.LoadBefore[0]), num(r.LoadAfter[0]), strings.TrimSpace(r.Note), r.Err,
 		})
 	}
 	w.Flush()
@@ -141,6 +141,7 @@ type summaryRow struct {
 	ok, total, latOK, latTotal          int
 	wall, mbps, rps, cpu, mbPerCPU, rss float64
 	first, brokers                      float64
+	syncsPerM                           float64 // offset-sync records per million records copied
 	p50, p99, pmax, latCPU, latRSS      float64
 	loadMin, loadMax                    float64
 	rounds                              map[int]runResult // backlog runs by round
@@ -208,12 +209,16 @@ func summarize(results []runResult) []*summaryRow {
 		}
 		add("first", nan(r.First))
 		add("brokers", (r.SrcBrokerCPU + r.DstBrokerCPU).Seconds())
+		if r.Syncs >= 0 && r.Records > 0 {
+			add("syncs", float64(r.Syncs)*1e6/float64(r.Records))
+		}
 	}
 	for _, row := range rows {
 		v := vals[row.name]
 		row.wall, row.mbps, row.rps = median(v["wall"]), median(v["mbps"]), median(v["rps"])
 		row.cpu, row.mbPerCPU, row.rss = median(v["cpu"]), median(v["mbcpu"]), median(v["rss"])
 		row.first, row.brokers = median(v["first"]), median(v["brokers"])
+		row.syncsPerM = median(v["syncs"])
 		row.p50, row.p99, row.pmax = median(v["p50"]), median(v["p99"]), median(v["pmax"])
 		row.latCPU, row.latRSS = median(v["latcpu"]), median(v["latrss"])
 	}
@@ -268,17 +273,17 @@ func (b *bench) markdown(rows []*summaryRow) string {
 		"Medians of %d backlog rounds and %d latency rounds (%d records/s, %s measured after %s warm-up).\n\n",
 		b.src.records, o.valueSize, float64(b.src.bytes)/1e6, float64(b.src.diskBytes)/1e6, b.src.partitions,
 		o.rounds, o.latRounds, o.latRate, o.latDuration, o.latWarmup)
-	s.WriteString("| contender | wall s | MB/s | records/s | CPU s | MB per CPU-s | peak RSS MiB | first record s | brokers CPU s | p50 ms | p99 ms | CPU % at rate | runs ok | load (1 min) |\n")
-	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	s.WriteString("| contender | wall s | MB/s | records/s | CPU s | MB per CPU-s | peak RSS MiB | first record s | brokers CPU s | p50 ms | p99 ms | CPU % at rate | offset syncs per 1M records | runs ok | load (1 min) |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		runs := fmt.Sprintf("%d/%d", r.ok, r.total)
 		if r.latTotal > 0 {
 			runs += fmt.Sprintf(" + %d/%d", r.latOK, r.latTotal)
 		}
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s–%s |\n",
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s–%s |\n",
 			r.name, cell(r.wall, 1), cell(r.mbps, 1), cell(r.rps, 0), cell(r.cpu, 1), cell(r.mbPerCPU, 1),
 			cell(r.rss, 0), cell(r.first, 2), cell(r.brokers, 1), cell(r.p50, 1), cell(r.p99, 1),
-			cell(r.latCPU, 0), runs, cell(r.loadMin, 1), cell(r.loadMax, 1))
+			cell(r.latCPU, 0), cell(r.syncsPerM, 0), runs, cell(r.loadMin, 1), cell(r.loadMax, 1))
 	}
 	s.WriteString("\n")
 	s.WriteString(b.targets(rows))
