@@ -28,7 +28,7 @@ type contender struct {
 	props []string
 	// env are extra environment entries of the process.
 	env []string
-	// args are extra arguments (copy loop only).
+	// args are extra command-line arguments (copy loop and mm2go).
 	args []string
 	// about says what the profile is, for the report.
 	about string
@@ -38,9 +38,12 @@ type contender struct {
 const (
 	nameMM2go     = "mm2go"
 	nameMM2goLean = "mm2go-lean"
-	nameMM2       = "mm2"
-	nameMM2Tuned  = "mm2-tuned"
-	nameCopyLoop  = "copyloop"
+	// nameMM2goBudget is mm2go with its in-memory record bytes bounded by
+	// --buffer.max-bytes.
+	nameMM2goBudget = "mm2go-budget"
+	nameMM2         = "mm2"
+	nameMM2Tuned    = "mm2-tuned"
+	nameCopyLoop    = "copyloop"
 )
 
 // Names of the raw-limit measurements, which are not replicators.
@@ -79,6 +82,8 @@ func contenders(o *options) []*contender {
 		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings"},
 		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean), env: strings.Fields(o.mm2goLeanEnv),
 			about: about("mm2go with less buffering (memory and latency)", o.mm2goLean, o.mm2goLeanEnv)},
+		{name: nameMM2goBudget, kind: kindMM2go, args: []string{"--buffer.max-bytes", o.mm2goBudget},
+			about: "mm2go with `--buffer.max-bytes " + o.mm2goBudget + "` (in-memory record bytes bounded by the flag)"},
 		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
 		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
 			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},
@@ -157,7 +162,7 @@ func (b *bench) command(ctx context.Context, c *contender, l launch) (*exec.Cmd,
 			return b.tb.cmd(ctx, c.env, "mm2.sh", "run", cfg), nil
 		}
 		bin := b.mm2go
-		cmd := exec.CommandContext(ctx, bin, "-c", cfg, "--web.listen-address", "")
+		cmd := exec.CommandContext(ctx, bin, slices.Concat([]string{"-c", cfg, "--web.listen-address", ""}, c.args)...)
 		cmd.Env = append(os.Environ(), c.env...)
 		if l.pprof && b.mm2goPprof != "" {
 			cmd.Path, cmd.Args[0] = b.mm2goPprof, b.mm2goPprof

@@ -68,6 +68,7 @@ type options struct {
 	runTimeout    time.Duration
 	perfProfile   []string
 	mm2goLean     string
+	mm2goBudget   string
 	mm2Tuned      string
 	mm2TunedEnv   string
 	mm2goLeanEnv  string
@@ -122,6 +123,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 60*time.Second, "SIGTERM to SIGKILL when stopping a contender")
 	perfProfile := fs.String("perf-record", "", "contenders to profile with `perf record` in one extra, uncounted run each: NAME (backlog) or NAME@latency (the measured window)")
 	fs.StringVar(&o.mm2goLean, "mm2go-lean", defaultMM2goLean, "properties of mm2go-lean, ';'-separated; {S}/{T} are the aliases")
+	fs.StringVar(&o.mm2goBudget, "mm2go-budget", "33554432", "--buffer.max-bytes of mm2go-budget")
 	fs.StringVar(&o.mm2goLeanEnv, "mm2go-lean-env", defaultMM2goLeanEnv, "environment of mm2go-lean (e.g. GOGC)")
 	fs.StringVar(&o.mm2Tuned, "mm2-tuned", defaultMM2Tuned, "properties of mm2-tuned, ';'-separated; {S}/{T} are the aliases")
 	fs.StringVar(&o.mm2TunedEnv, "mm2-tuned-env", defaultMM2TunedEnv, "environment of mm2-tuned (testbed knobs such as MM2_HEAP, KAFKA_JVM_PROFILE)")

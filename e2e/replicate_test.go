@@ -106,7 +106,7 @@ func TestIntegrationReplicate(t *testing.T) {
 	var seq int
 	sent := produceN(t, e.srcCl, topics, 6, 50_000, &seq)
 
-	p := e.start("-c", e.config(), "--web.listen-address", "")
+	p := e.start("-c", e.config(), "--web.listen-address", "", "--log.progress-interval", "100ms")
 	merge(sent, produceN(t, e.srcCl, topics, 6, 50_000, &seq))
 	require.EqualValues(t, 100_000, total(sent))
 
@@ -119,6 +119,10 @@ func TestIntegrationReplicate(t *testing.T) {
 		return n >= 100_000
 	})
 	t.Logf("100k records replicated %.1fs after the second half was produced", time.Since(start).Seconds())
+	// Progress for people: the start says what will be copied, and the
+	// backlog's end is reported.
+	eventually(t, 30*time.Second, "the progress log", func() bool { return strings.Contains(p.out.String(), "caught up") })
+	require.Regexp(t, `flow started.*"topics": 3, "partitions": 18, "backlog_records": [1-9]`, p.out.String())
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second), "clean exit after SIGTERM")
 
 	for _, tp := range topics {
@@ -340,6 +344,8 @@ func TestIntegrationReload(t *testing.T) {
 	p := e.start("-c", cfg, "--web.listen-address", addr)
 	eventually(t, time.Minute, "topic a copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(a)) == 10 })
 	require.Zero(t, endOffsets(t, e.dstAdm, e.remote(b)))
+	require.Equal(t, "ok\n", httpGet(t, "http://"+addr+"/healthz"))
+	eventually(t, 30*time.Second, "ready", func() bool { return getBody("http://"+addr+"/readyz") == "ready\n" })
 
 	// Widen the filter and reload.
 	require.NoError(t, os.WriteFile(cfg, []byte(strings.Replace(mustRead(t, cfg), e.src+"->"+e.dst+".topics.exclude = "+b, "", 1)), 0o600))
@@ -361,5 +367,19 @@ func mustRead(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
+	return string(b)
+}
+
+// getBody returns the body of any answer, or the error text.
+func getBody(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
 	return string(b)
 }

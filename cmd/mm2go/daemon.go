@@ -46,6 +46,8 @@ type daemonOptions struct {
 	// MaxBufferedBytes bounds each flow's in-memory record bytes; 0 keeps
 	// the file's client settings.
 	MaxBufferedBytes int64
+	// ProgressInterval is how often a flow logs progress on a backlog.
+	ProgressInterval time.Duration
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -295,6 +297,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				drainTimeout:     d.o.DrainTimeout,
 				partitionMetrics: d.o.PartitionMetrics,
 				maxBufferedBytes: d.o.MaxBufferedBytes,
+				progressInterval: d.o.ProgressInterval,
 			},
 			fingerprint: f.Fingerprint(),
 			cancel:      cancel,

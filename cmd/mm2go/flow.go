@@ -36,6 +36,7 @@ type flowRunner struct {
 	drainTimeout     time.Duration
 	partitionMetrics bool
 	maxBufferedBytes int64
+	progressInterval time.Duration
 
 	mu  sync.Mutex
 	rep *replicator.Replicator // current run's replicator, for status displays
@@ -170,6 +171,7 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 		Registerer:       fr.reg,
 		DrainTimeout:     fr.drainTimeout,
 		PartitionMetrics: fr.partitionMetrics,
+		ProgressInterval: fr.progressInterval,
 	})
 	if err != nil {
 		return err

@@ -89,6 +89,7 @@ type commonFlags struct {
 	partitionMetrics bool
 	pprof            bool
 	maxBufferedBytes int64
+	progressInterval time.Duration
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
@@ -97,6 +98,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address for /metrics, /healthz and /readyz; empty disables it")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
 	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
+	fs.DurationVar(&c.progressInterval, "log.progress-interval", 30*time.Second, "while a backlog is copied, how often each flow logs copied records, rate and ETA")
 	fs.BoolVar(&c.pprof, "debug.pprof", false, "serve Go's profiler at /debug/pprof/ on the web listen address")
 	fs.Int64Var(&c.maxBufferedBytes, "buffer.max-bytes", 0, "bound on the record bytes each flow holds in memory (fetched and not yet acknowledged), overriding the file's buffer.memory and fetch sizes; 0 keeps them")
 }
@@ -174,6 +176,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		Notifier:         newNotifier(os.Getenv("NOTIFY_SOCKET")),
 		Pprof:            cf.pprof,
 		MaxBufferedBytes: cf.maxBufferedBytes,
+		ProgressInterval: cf.progressInterval,
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
