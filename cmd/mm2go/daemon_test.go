@@ -145,6 +145,8 @@ func TestRunExitCodes(t *testing.T) {
 	}{
 		{"bad file", []string{"-c", bad, "--web.listen-address", ""}, exitUsage, "replication.factor"},
 		{"bad file, MM2's positional form", []string{bad}, exitUsage, `"two"`},
+		{"MM2's form with flags after the file", []string{good, "--clusters", "z", "--web.listen-address", ""}, exitUsage, `unknown cluster "z"`},
+		{"two files", []string{good, bad}, exitUsage, "unexpected arguments"},
 		{"missing file", []string{"-c", filepath.Join(dir, "none.properties")}, exitUsage, "none.properties"},
 		{"no file", nil, exitUsage, "-c FILE is required"},
 		{"bad flag", []string{"--nope"}, exitUsage, "nope"},

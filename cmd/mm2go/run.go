@@ -132,14 +132,25 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&file, "config", "", "same as -c")
 	fs.StringVar(&clusters, "clusters", "", "comma-separated target cluster aliases: run only the flows into these (MM2's --clusters)")
 	cf.register(fs, ":9464")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	// MM2's own command line takes the file as a positional argument, before
+	// its flags (connect-mirror-maker.sh mm2.properties --clusters B): flags
+	// are parsed on both sides of it.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	// MM2's own command line takes the file as its only positional argument.
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		_, _ = fmt.Fprintf(stderr, "mm2go: unexpected arguments %v\n", fs.Args())
+	switch {
+	case file == "" && len(positional) == 1:
+		file = positional[0]
+	case len(positional) > 0:
+		_, _ = fmt.Fprintf(stderr, "mm2go: unexpected arguments %v\n", positional)
 		return exitUsage
 	}
 	if file == "" {
