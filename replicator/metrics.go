@@ -136,7 +136,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 func (m *metrics) partitionMetrics(flow, topic string) partitionMetrics {
 	if m == nil {
-		return partitionMetrics{records: prometheus.NewCounter(prometheus.CounterOpts{Name: "unused"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "unused"})}
+		// Unregistered counters: the copy path counts without checking.
+		return partitionMetrics{
+			records: prometheus.NewCounter(prometheus.CounterOpts{Name: "mm2go_replicator_records_total"}),
+			bytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "mm2go_replicator_bytes_total"}),
+		}
 	}
 	return partitionMetrics{
 		records: m.records.WithLabelValues(flow, topic),

@@ -37,8 +37,7 @@ type partition struct {
 	inflight atomic.Int64
 	// failed is set by the promise goroutine when a record could not be
 	// written; the poll loop then pauses the partition and retries it.
-	failed  atomic.Bool
-	failErr atomic.Value // error
+	failed atomic.Bool
 
 	// markerEnd and markerAfter let lag count trailing transaction markers
 	// as copied: once the upstream offset markerAfter is acknowledged, the

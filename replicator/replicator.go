@@ -568,7 +568,6 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 // offset up. The poll loop pauses it and retries from the last acknowledged
 // offset; no later record of p counts as progress until then.
 func (r *Replicator) fail(p *partition, up int64, err error) {
-	p.failErr.Store(err)
 	p.failed.Store(true)
 	reason := reasonProduce
 	switch {
