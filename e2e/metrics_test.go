@@ -17,15 +17,15 @@ import (
 // broken connections). cmd/mm2go's TestDeploy provokes each of them with
 // injected faults; here, against healthy real brokers, they may be absent.
 var eventOnly = map[string]bool{
-	"mm2go_checkpoint_errors_total":               true,
+	"mm2go_checkpoint_errors_total":                true,
 	"mm2go_checkpoint_group_offsets_skipped_total": true,
-	"mm2go_heartbeat_errors_total":                true,
-	"mm2go_kgo_connect_errors_total":              true,
-	"mm2go_kgo_disconnects_total":                 true,
-	"mm2go_kgo_read_errors_total":                 true,
-	"mm2go_kgo_write_errors_total":                true,
-	"mm2go_replicator_errors_total":               true,
-	"mm2go_replicator_source_records_lost_total":  true,
+	"mm2go_heartbeat_errors_total":                 true,
+	"mm2go_kgo_connect_errors_total":               true,
+	"mm2go_kgo_disconnects_total":                  true,
+	"mm2go_kgo_read_errors_total":                  true,
+	"mm2go_kgo_write_errors_total":                 true,
+	"mm2go_replicator_errors_total":                true,
+	"mm2go_replicator_source_records_lost_total":   true,
 }
 
 // TestIntegrationMetrics runs mm2go on real Kafka with a replicated topic
