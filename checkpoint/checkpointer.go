@@ -107,10 +107,7 @@ func New(o Options) (*Checkpointer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: compile group filter of %s: %w", f.Name(), err)
 	}
-	m, err := newMetrics(o.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
+	m := newMetrics(o.Registerer)
 	m.init(f.Name())
 	c := &Checkpointer{
 		o:    o,

@@ -3,11 +3,12 @@ package checkpoint
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/mm2go/mm2go/internal/metric"
 )
 
 // Error reasons, the values of the reason label of
@@ -82,22 +83,17 @@ type metrics struct {
 // Every flow's checkpointer, and every restart of one, registers the same
 // collectors: the first registration wins and later checkpointers share it,
 // each writing only its own flow label.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
-		return nil, nil
+		return nil
 	}
-	var errs []error
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		c, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
-		errs = append(errs, err)
-		return c
+		return metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
-		errs = append(errs, err)
-		return g
+		return metric.Shared(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 	}
-	m := &metrics{
+	return &metrics{
 		checkpoints: counter("mm2go_checkpoint_checkpoints_total",
 			"Checkpoint records the target acknowledged, by flow (MM2's checkpoint task).", "flow"),
 		translations: counter("mm2go_checkpoint_translations_total",
@@ -119,25 +115,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		groups: gauge("mm2go_checkpoint_groups",
 			"Source consumer groups the flow checkpoints.", "flow"),
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register checkpoint metrics: %w", err)
 }
 
 // init creates the flow's series at zero, so that a flow that never wrote a

@@ -75,7 +75,7 @@ func (s *aclSync) round(ctx context.Context) {
 		return
 	}
 	created, failed := createTopicACLs(ctx, r.o.TargetAdmin, bindings)
-	r.sm.aclsSyncedAdd(r.flow, created)
+	r.m.aclsSyncedAdd(r.flow, created)
 	if len(failed) > 0 {
 		r.m.error(r.flow, reasonACLSync)
 		topics := make([]string, 0, len(failed))

@@ -26,6 +26,9 @@ const (
 	reasonOffsetSyncs     = "offset_syncs_write"
 	reasonTargetTruncated = "target_truncated"
 	reasonForeignRecords  = "foreign_records"
+	reasonConfigSync      = "topic_config_sync"
+	reasonACLSync         = "acl_sync"
+	reasonSourceRecreated = "source_recreated"
 )
 
 // metrics are the replicator's Prometheus metrics, shared by every
@@ -48,6 +51,9 @@ type metrics struct {
 	topics        *prometheus.GaugeVec
 	age           *prometheus.HistogramVec
 	latency       *prometheus.HistogramVec
+	configsSynced *prometheus.CounterVec
+	aclsSynced    *prometheus.CounterVec
+	blocked       *prometheus.GaugeVec
 }
 
 // latencyBuckets are the buckets of the record age and replication latency
@@ -127,6 +133,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "End-to-end latency: from the record timestamp on the source to the target's acknowledgement (MM2's replication-latency-ms).",
 			Buckets: latencyBuckets,
 		}, []string{"flow"})),
+		configsSynced: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_topic_configs_synced_total",
+			Help: "Remote topics whose configs a topic-config sync round set from their source topic (every round counts every topic it altered).",
+		}, "flow"),
+		aclsSynced: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_acls_synced_total",
+			Help: "Topic ACL bindings an ACL sync round created on the target (every round creates every eligible binding again; Kafka ignores one that exists).",
+		}, "flow"),
+		blocked: gauge(prometheus.GaugeOpts{
+			Name: "mm2go_replicator_partitions_blocked",
+			Help: "Source partitions not copied until an operator acts: their source topic was recreated or truncated after mm2go copied from it (reason source_recreated).",
+		}, "flow"),
 		segments: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_offset_map_segments_total",
 			Help: "Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
@@ -220,5 +238,33 @@ func (m *metrics) setPartitionLag(flow, topic string, partition int32, lag int64
 func (m *metrics) setTopics(flow string, n int) {
 	if m != nil {
 		m.topics.WithLabelValues(flow).Set(float64(n))
+	}
+}
+
+// touch creates the flow's sync series at zero, so that they are exported
+// before the first sync round counts anything.
+func (m *metrics) touch(flow string) {
+	if m != nil {
+		m.configsSynced.WithLabelValues(flow)
+		m.aclsSynced.WithLabelValues(flow)
+		m.blocked.WithLabelValues(flow)
+	}
+}
+
+func (m *metrics) configsSyncedAdd(flow string, n int) {
+	if m != nil && n > 0 {
+		m.configsSynced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) aclsSyncedAdd(flow string, n int) {
+	if m != nil && n > 0 {
+		m.aclsSynced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) setBlocked(flow string, n int) {
+	if m != nil {
+		m.blocked.WithLabelValues(flow).Set(float64(n))
 	}
 }

@@ -18,19 +18,20 @@ func TestSyncDecider(t *testing.T) {
 	tests := []struct {
 		name  string
 		lag   int64
+		fill  bool // feed the contiguous records between the listed steps, all false
 		steps []step
 	}{
-		{"MM2 vectors", 50, []step{
+		{"MM2 vectors", 50, false, []step{
 			{0, 100, true}, {2, 102, true}, {3, 152, false}, {4, 153, true}, {5, 154, false},
 			{6, 203, false}, {7, 204, true}, {2, 206, true}, {3, 207, false}, {4, 3, true}, {5, 4, false},
 		}},
-		{"repeated and gapped upstream offsets", 50, []step{
+		{"repeated and gapped upstream offsets", 50, false, []step{
 			{7, 6, true}, {7, 6, true}, {8, 7, false}, {10, 57, true}, {11, 58, false},
 		}},
-		{"offset.lag.max=0 syncs every record", 0, []step{
+		{"offset.lag.max=0 syncs every record", 0, false, []step{
 			{0, 0, true}, {1, 1, true}, {2, 2, true}, {3, 3, true},
 		}},
-		{"default lag: one sync per 100 downstream offsets", 100, []step{
+		{"default lag: one sync per 100 downstream offsets", 100, true, []step{
 			{0, 0, true}, {1, 1, false}, {99, 99, false}, {100, 100, false}, {101, 101, true},
 		}},
 	}
@@ -38,8 +39,7 @@ func TestSyncDecider(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newSyncDecider(tt.lag)
 			for i, s := range tt.steps {
-				if tt.name == "default lag: one sync per 100 downstream offsets" {
-					// fill the run between the listed steps
+				if tt.fill {
 					for d.prevUp >= 0 && d.prevUp+1 < s.up {
 						require.False(t, d.update(d.prevUp+1, d.prevDown+1))
 					}

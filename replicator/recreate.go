@@ -389,5 +389,5 @@ func (r *Replicator) updateBlocked(want map[string]kadm.TopicDetail) {
 	for t := range r.inc.blocked {
 		n += len(want[t].Partitions)
 	}
-	r.sm.setBlocked(r.flow, n)
+	r.m.setBlocked(r.flow, n)
 }

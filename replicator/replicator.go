@@ -144,7 +144,6 @@ type Replicator struct {
 	parts map[string]map[int32]*partition // source topic -> partition -> state
 
 	inc *incarnations // source topic incarnations copied; see recreate.go
-	sm  *syncMetrics
 	// flushMu serialises flushes with forgetTopic's tombstones, so that no
 	// flush writes a forgotten partition's state after them.
 	flushMu sync.Mutex
@@ -224,9 +223,8 @@ func New(o Options) (*Replicator, error) {
 		parts:    make(map[string]map[int32]*partition),
 		mapTopic: policy.OffsetMapTopic(f.Source),
 		inc:      newIncarnations(),
-		sm:       newSyncMetrics(o.Registerer),
 	}
-	r.sm.touch(r.flow)
+	r.m.touch(r.flow)
 	if f.EmitOffsetSyncsEnabled {
 		if f.OffsetSyncsTopicLocation == config.LocationTarget {
 			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Source), o.Target

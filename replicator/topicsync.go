@@ -143,7 +143,7 @@ func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter
 	for _, k := range keys {
 		synced += r.alterRemoteConfigs(ctx, opsOf[k], groups[k])
 	}
-	r.sm.configsSyncedAdd(r.flow, synced)
+	r.m.configsSyncedAdd(r.flow, synced)
 	r.log.Debug("topic configs synced", zap.Int("topics", synced))
 }
 
