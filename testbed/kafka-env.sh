@@ -30,7 +30,7 @@ now_ms() { date +%s%3N; }
 check_java() {
   command -v "$JAVA" >/dev/null 2>&1 || die "java not found ($JAVA); set JAVA_HOME"
   local v
-  v=$("$JAVA" -version 2>&1 | sed -E -n 's/.* version "([0-9]+).*/\1/p' | head -n1)
+  v=$("$JAVA" -version 2>&1 | sed -E -n '0,/.* version "([0-9]+).*/s//\1/p')
   [[ -n "$v" && "$v" -ge 17 ]] || die "Kafka 4.x brokers, Connect and tools need Java 17+; $JAVA reports '${v:-?}'"
 }
 

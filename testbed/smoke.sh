@@ -41,7 +41,7 @@ rss_report() { # RSS of every JVM we started
 }
 
 t=$(now_ms); "$HERE/setup.sh"; fig "setup.sh $(( $(now_ms) - t )) ms (lib already complete unless this is the first run)"
-fig "kafka $(kafka_version), $("$JAVA" -version 2>&1 | head -n1), profile $KAFKA_JVM_PROFILE"
+fig "kafka $(kafka_version), $("$JAVA" -version 2>&1 | sed -n 1p), profile $KAFKA_JVM_PROFILE"
 
 say "== 1. env.sh up: two single-node clusters"
 "$ENV" down >/dev/null 2>&1 || true

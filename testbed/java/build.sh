@@ -19,7 +19,7 @@ if command -v flock >/dev/null; then
   flock -w 600 9 || die "another build.sh holds $HERE/.build.lock for more than 600 s"
 fi
 
-version="${KAFKA_VERSION:-$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' "$HERE/../pom.xml" | head -n1)}"
+version="${KAFKA_VERSION:-$(sed -n 's|.*<kafka.version>\(.*\)</kafka.version>.*|\1|p' "$HERE/../pom.xml" | sed -n 1p)}"
 [[ -n "$version" ]] || die "no <kafka.version> in $HERE/../pom.xml"
 want="$( { cat "$HERE/pom.xml"; find "$HERE/src" -type f | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-64) kafka.version=$version"
 
