@@ -233,15 +233,22 @@ type batch struct {
 // recMeta is what the promise needs to know about a produced record. It
 // implements context.Context (never cancelled) so that it can ride in
 // kgo.Record.Context; kgo then falls back to the Produce context for
-// cancellation.
+// cancellation. Values are looked up in the context the record was fetched
+// with, where kgo keeps what Record.Recycle needs.
 type recMeta struct {
-	b  *batch
-	up int64 // upstream offset
+	b    *batch
+	up   int64           // upstream offset
+	pool context.Context // the record's Context as fetched, may be nil
 }
 
 func (*recMeta) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (*recMeta) Done() <-chan struct{}       { return nil }
 func (*recMeta) Err() error                  { return nil }
-func (*recMeta) Value(any) any               { return nil }
+func (m *recMeta) Value(key any) any {
+	if m.pool == nil {
+		return nil
+	}
+	return m.pool.Value(key)
+}
 
 var _ context.Context = (*recMeta)(nil)

@@ -106,8 +106,16 @@ type Options struct {
 // transaction markers as the upstream offset gaps they are; an out-of-range
 // position resets to the log start, so a retention loss skips the fewest
 // records and is reported (never to the end, which would skip more).
-func ConsumerOpts() []kgo.Opt {
+//
+// Fetched batches are decoded into pooled buffers that the replicator gives
+// back once their records are acknowledged (pool.go), so the options serve
+// one client only.
+func ConsumerOpts() []kgo.Opt { return consumerOpts(newFetchPool()) }
+
+func consumerOpts(pool *fetchPool) []kgo.Opt {
 	return []kgo.Opt{
+		kgo.WithPools(pool),
+		kgo.WithHooks(pool),
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableFetchSessions(),
@@ -413,7 +421,11 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			}
 			p := r.lookup(fp.Topic, fp.Partition)
 			if p == nil || p.failed.Load() || p.removed.Load() {
-				return // dropped: a stalled partition is re-read from its progress
+				// Dropped: a stalled partition is re-read from its progress.
+				for _, rec := range fp.Records {
+					rec.Recycle()
+				}
+				return
 			}
 			r.checkContinuity(p, fp)
 			// Read what is needed of the last record now: once handed to
@@ -427,6 +439,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			n := 0
 			for _, rec := range fp.Records {
 				if r.skip(rec) {
+					rec.Recycle()
 					continue
 				}
 				if r.provenance {
@@ -434,7 +447,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				}
 				m := &b.metas[n]
 				n++
-				m.b, m.up = b, rec.Offset
+				m.b, m.up, m.pool = b, rec.Offset, rec.Context
 				p.lastData = rec.Offset
 				rec.Topic = p.remote
 				rec.Context = m
@@ -531,12 +544,13 @@ func (r *Replicator) fetchError(topic string, part int32, err error) {
 }
 
 // onProduced runs on kgo's promise goroutine, serially, once per record.
-// It must not block.
+// It must not block. The record goes back to the fetch pool when it returns.
 func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 	m, ok := rec.Context.(*recMeta)
 	if !ok {
 		return
 	}
+	defer rec.Recycle()
 	p := m.b.p
 	p.inflight.Add(-1)
 	if m.b.epoch != p.epoch.Load() || p.failed.Load() {

@@ -31,6 +31,8 @@ type bed struct {
 	dstCl    *kgo.Client
 	srcAdm   *kadm.Client
 	dstAdm   *kadm.Client
+	// pool is the fetch pool of the replicator last started.
+	pool *fetchPool
 }
 
 func newBed(t *testing.T) *bed {
@@ -97,7 +99,8 @@ func (b *bed) runLogged(f *config.Flow, reg prometheus.Registerer, log *zap.Logg
 		require.NoError(b.t, err)
 		return cl
 	}
-	src := mk(b.src, ConsumerOpts()...)
+	b.pool = newFetchPool()
+	src := mk(b.src, consumerOpts(b.pool)...)
 	srcAdm := mk(b.src)
 	dst := mk(b.dst, ProducerOpts()...)
 	dstAdm := mk(b.dst)
