@@ -195,3 +195,19 @@ func (r Role) kind() clientKind {
 	}
 	return kindAdmin
 }
+
+// CopyMode is how a flow copies records ("mm2go.copy.mode").
+type CopyMode string
+
+const (
+	// CopyRecords decodes fetched records and produces them through the
+	// target client, which batches and compresses them anew. It is the
+	// default.
+	CopyRecords CopyMode = "records"
+	// CopyBatches forwards a fetched batch as it is (compressed as the
+	// source stored it; only the producer fields and the CRC are
+	// rewritten) when none of its records must change, and re-encodes the
+	// others (transactional and compacted batches, batches with log-append
+	// timestamps).
+	CopyBatches CopyMode = "batches"
+)

@@ -186,6 +186,11 @@ type Flow struct {
 	// under the identity policy whose reverse flow is enabled too.
 	ProvenanceHeaders bool
 	provenanceMode    string
+	// CopyMode is mm2go's "mm2go.copy.mode": CopyRecords (default) decodes
+	// fetched records and re-batches them through the target producer;
+	// CopyBatches forwards fetched batches whose records need no change as
+	// they are (no decompression or recompression) and re-encodes the rest.
+	CopyMode CopyMode
 
 	// OffsetLagMax is "offset.lag.max" (default 100): how far the newest
 	// offset sync may fall behind before a new one is emitted.
@@ -456,6 +461,15 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		p.probs.warn(e.origin, "no effect for flow %s, as in MM2: group offsets are synced by the checkpoint tasks, which do not run without emit.checkpoints.enabled and emit.offset-syncs.enabled", f.Name())
 	}
 	f.OffsetLagMax = r.integer(keyOffsetLagMax, 100, 0, math.MaxInt64, "0..9223372036854775807")
+	f.CopyMode = CopyRecords
+	if e, ok := r.get(keyCopyMode); ok {
+		switch v := CopyMode(strings.ToLower(javaTrim(e.value))); v {
+		case CopyRecords, CopyBatches:
+			f.CopyMode = v
+		default:
+			p.probs.errorf(e.origin, "invalid value (got %q, want records or batches)", e.value)
+		}
+	}
 	f.provenanceMode = "auto"
 	if e, ok := r.get(keyProvenanceHeaders); ok {
 		switch v := strings.ToLower(javaTrim(e.value)); v {

@@ -371,3 +371,13 @@ func TestProvenanceHeaders(t *testing.T) {
 	_, _, err := load(t, twoClusters+"mm2go.provenance.headers = sometimes\n", nil, t.TempDir())
 	require.ErrorContains(t, err, `mm2go.provenance.headers: invalid value (got "sometimes", want auto, true or false)`)
 }
+
+// TestCopyMode: mm2go.copy.mode defaults to records, is set per flow, and a
+// value other than records or batches is refused with the key named.
+func TestCopyMode(t *testing.T) {
+	c, _ := mustLoad(t, twoClusters+"b->a.enabled = true\na->b.mm2go.copy.mode = Batches\n")
+	require.Equal(t, CopyBatches, c.Flow("a", "b").CopyMode)
+	require.Equal(t, CopyRecords, c.Flow("b", "a").CopyMode)
+	_, _, err := load(t, twoClusters+"mm2go.copy.mode = bytes\n", nil, t.TempDir())
+	require.ErrorContains(t, err, `mm2go.copy.mode: invalid value (got "bytes", want records or batches)`)
+}

@@ -58,6 +58,9 @@ const (
 	// keeps active/active replication under the identity policy from
 	// looping.
 	keyProvenanceHeaders = "mm2go.provenance.headers"
+	// keyCopyMode is mm2go's own key: how records are copied, decoded and
+	// re-batched ("records") or fetched batches forwarded ("batches").
+	keyCopyMode = "mm2go.copy.mode"
 
 	keyOffsetStorageTopic      = "offset.storage.topic"
 	keyOffsetStoragePartitions = "offset.storage.partitions"
@@ -136,7 +139,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders:
+	case keyProvenanceHeaders, keyCopyMode:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,
