@@ -153,11 +153,11 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		}
 	}
 	if len(add) > 0 {
-		r.o.Source.AddConsumePartitions(add)
+		r.src.AddConsumePartitions(add)
 		// The consumer would learn of partitions added to a topic it
 		// already reads only at its next metadata refresh
 		// (metadata.max.age.ms, 5 min by default).
-		r.o.Source.ForceMetadataRefresh()
+		r.src.ForceMetadataRefresh()
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ type metrics struct {
 	configsSynced *prometheus.CounterVec
 	aclsSynced    *prometheus.CounterVec
 	blocked       *prometheus.GaugeVec
+	batches       *prometheus.CounterVec
 }
 
 // latencyBuckets are the buckets of the record age and replication latency
@@ -75,9 +76,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mm2go_replicator_records_total",
 			Help: "Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
 		}, "flow", "topic"),
+		batches: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_batches_total",
+			Help: "Batches the target acknowledged in the batches copy mode (mm2go.copy.mode=batches), by flow and path: forwarded as fetched, or reencoded by mm2go.",
+		}, "flow", "path"),
 		bytes: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_bytes_total",
-			Help: "Key, value and header bytes of records the target acknowledged, by flow and source topic (MM2's byte-count counts values only).",
+			Help: "Key, value and header bytes of records the target acknowledged, by flow and source topic (MM2's byte-count counts values only); batches forwarded as fetched count their size as sent (compressed).",
 		}, "flow", "topic"),
 		lag: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_lag_records",
@@ -163,6 +168,18 @@ func (m *metrics) partitionMetrics(flow, topic string) partitionMetrics {
 	return partitionMetrics{
 		records: m.records.WithLabelValues(flow, topic),
 		bytes:   m.bytes.WithLabelValues(flow, topic),
+	}
+}
+
+// Paths of mm2go_replicator_batches_total.
+const (
+	pathForwarded = "forwarded"
+	pathReencoded = "reencoded"
+)
+
+func (m *metrics) batchSent(flow, path string) {
+	if m != nil {
+		m.batches.WithLabelValues(flow, path).Inc()
 	}
 }
 

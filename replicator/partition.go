@@ -56,6 +56,10 @@ type partition struct {
 	retryAt  time.Time
 	backoff  time.Duration
 
+	// seq is the sequence number of the partition's next batch in the
+	// batches copy mode; the forwarder's send goroutine only.
+	seq int32
+
 	// Guarded by mu: the exact offset map and MM2's offset syncs, changed
 	// by the promise goroutine per acknowledged record, taken by the flush.
 	mu       sync.Mutex

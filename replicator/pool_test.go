@@ -104,7 +104,7 @@ func TestFetchBuffersGoBackToThePool(t *testing.T) {
 		want[p] = append(want[p], rs...)
 	}
 
-	stop := b.run(b.flow(), prometheus.NewRegistry())
+	stop := b.run(b.flow("mm2go.copy.mode = records"), prometheus.NewRegistry())
 	require.Equal(t, want, b.read("A.pooled", 302))
 	require.Eventually(t, func() bool {
 		return b.pool.lent.Load() > 0 && b.pool.lent.Load() == b.pool.returned.Load()

@@ -155,7 +155,7 @@ func (r *Replicator) stopTopics(topics []string) []*partition {
 	// Purging (not only removing the partitions) also drops the client's
 	// memory of the topic ID, so that a recreated topic can be consumed
 	// when it is added again.
-	r.o.Source.PurgeTopicsFromConsuming(purge...)
+	r.src.PurgeTopicsFromConsuming(purge...)
 	return removed
 }
 
@@ -376,7 +376,7 @@ func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) erro
 		}
 	}
 	r.inc.forget(topic)
-	r.o.Source.PurgeTopicsFromConsuming(topic)
+	r.src.PurgeTopicsFromConsuming(topic)
 	r.o.SourceReader.PurgeTopicsFromClient(topic)
 	r.o.Target.PurgeTopicsFromProducing(remote)
 	r.o.TargetReader.PurgeTopicsFromConsuming(remote)

@@ -156,6 +156,11 @@ type Replicator struct {
 	// flush writes a forgotten partition's state after them.
 	flushMu sync.Mutex
 
+	// src is the source side's consumer: the Source client, or the
+	// forwarder fw in the batches copy mode.
+	src feed
+	fw  *forwarder
+
 	failMu sync.Mutex
 	failed []*partition // partitions the promise goroutine marked failed, for the poll loop
 
@@ -241,6 +246,15 @@ func New(o Options) (*Replicator, error) {
 		}
 	}
 	r.provenance, r.origin = f.ProvenanceHeaders, []byte(f.Source)
+	r.src = o.Source
+	if f.CopyMode == config.CopyBatches {
+		if r.provenance {
+			r.log.Warn("mm2go.copy.mode=batches does not add provenance headers; copying records one by one")
+		} else {
+			r.fw = newForwarder(r)
+			r.src = r.fw
+		}
+	}
 	r.promise = r.onProduced
 	r.age, r.latency = r.m.observers(r.flow)
 	return r, nil
@@ -282,7 +296,11 @@ func (r *Replicator) Run(ctx context.Context) error {
 	defer stopProducing()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
+	if r.fw != nil {
+		g.Go(func() error { return r.forward(gctx, produceCtx) })
+	} else {
+		g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
+	}
 	g.Go(func() error { return r.flushLoop(gctx) })
 	if f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0 {
 		g.Go(func() error { return r.refreshLoop(gctx) })
@@ -394,6 +412,25 @@ func (r *Replicator) lookup(topic string, p int32) *partition {
 	return r.parts[topic][p]
 }
 
+// forward runs the batches copy mode's forwarder. What it fetched before ctx
+// ended is sent until DrainTimeout after that.
+func (r *Replicator) forward(ctx, produceCtx context.Context) error {
+	sendCtx, cancel := context.WithCancel(produceCtx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(r.o.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-sendCtx.Done():
+		}
+	})
+	defer stop()
+	r.log.Info("copying in the batches mode: fetched batches are forwarded as they are where none of their records must change")
+	return r.fw.run(ctx, sendCtx)
+}
+
 // pollLoop fetches from the source and hands every record to the producer.
 func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 	src, dst := r.o.Source, r.o.Target
@@ -427,7 +464,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				}
 				return
 			}
-			r.checkContinuity(p, fp)
+			r.checkContinuity(p, fp.Records[0].Offset, fp.LogStartOffset)
 			// Read what is needed of the last record now: once handed to
 			// the producer a record belongs to it.
 			last := fp.Records[len(fp.Records)-1]
@@ -508,21 +545,20 @@ func endOf(fp kgo.FetchTopicPartition) int64 {
 	return fp.HighWatermark
 }
 
-// checkContinuity reports upstream jumps the fetcher made on its own: a jump
-// forward past the log start means retention removed records before they
-// were copied; a jump backwards means the source partition was truncated or
-// recreated.
-func (r *Replicator) checkContinuity(p *partition, fp kgo.FetchTopicPartition) {
-	first := fp.Records[0].Offset
+// checkContinuity reports upstream jumps the fetcher made on its own, when
+// the first offset fetched for p is first: a jump forward past the log start
+// means retention removed records before they were copied; a jump
+// backwards means the source partition was truncated or recreated.
+func (r *Replicator) checkContinuity(p *partition, first, logStart int64) {
 	switch {
 	case p.next < 0 || first == p.next:
-	case first > p.next && fp.LogStartOffset > p.next:
-		lost := min(first, fp.LogStartOffset) - p.next
+	case first > p.next && logStart > p.next:
+		lost := min(first, logStart) - p.next
 		r.m.sourceLost(r.flow, p.topic, lost)
 		r.m.error(r.flow, reasonSourceGap)
 		r.log.Warn("source records removed by retention before they were copied",
 			zap.String("topic", p.topic), zap.Int32("partition", p.partition),
-			zap.Int64("offset", p.next), zap.Int64("log_start_offset", fp.LogStartOffset), zap.Int64("lost", lost))
+			zap.Int64("offset", p.next), zap.Int64("log_start_offset", logStart), zap.Int64("lost", lost))
 	case first < p.next:
 		r.m.error(r.flow, reasonSourceRewound)
 		r.log.Warn("source partition went backwards: truncated or recreated",
@@ -609,7 +645,7 @@ func (r *Replicator) retryStalled() {
 	now := time.Now()
 	for _, p := range newly {
 		if !p.paused {
-			r.o.Source.PauseFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+			r.src.PauseFetchPartitions(map[string][]int32{p.topic: {p.partition}})
 			p.paused = true
 			if p.backoff == 0 {
 				p.backoff = r.o.RetryBackoff
@@ -638,8 +674,8 @@ func (r *Replicator) retryStalled() {
 		p.paused = false
 		p.next, p.lastData = from, from-1
 		p.markerEnd.Store(-1)
-		r.o.Source.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: from}}})
-		r.o.Source.ResumeFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+		r.src.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: from}}})
+		r.src.ResumeFetchPartitions(map[string][]int32{p.topic: {p.partition}})
 		r.log.Info("retry stalled partition", zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", from))
 	}
 	var assigned int

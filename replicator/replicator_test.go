@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -33,13 +34,21 @@ type bed struct {
 	dstAdm   *kadm.Client
 	// pool is the fetch pool of the replicator last started.
 	pool *fetchPool
+	// srcOpts are added to the replicator's source client options.
+	srcOpts []kgo.Opt
 }
 
 func newBed(t *testing.T) *bed {
 	t.Helper()
+	return newBedBrokers(t, 1)
+}
+
+// newBedBrokers is newBed with n brokers in each cluster.
+func newBedBrokers(t *testing.T, n int) *bed {
+	t.Helper()
 	b := &bed{t: t}
-	b.src = newCluster(t)
-	b.dst = newCluster(t)
+	b.src = newClusterBrokers(t, n)
+	b.dst = newClusterBrokers(t, n)
 	b.srcCl = newClient(t, b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	b.dstCl = newClient(t, b.dst)
 	b.srcAdm, b.dstAdm = kadm.NewClient(b.srcCl), kadm.NewClient(b.dstCl)
@@ -48,7 +57,12 @@ func newBed(t *testing.T) *bed {
 
 func newCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	return newClusterBrokers(t, 1)
+}
+
+func newClusterBrokers(t *testing.T, n int) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(n))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
@@ -76,6 +90,9 @@ func (b *bed) flow(extra ...string) *config.Flow {
 		"B.offset.flush.interval.ms = 50",
 		"refresh.topics.interval.seconds = 1",
 	}
+	if mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode != "" {
+		props = append(props, "mm2go.copy.mode = "+mode) // the whole suite in another copy mode
+	}
 	props = append(props, extra...)
 	cfg, _, err := config.Parse([]byte(strings.Join(props, "\n")), b.t.TempDir())
 	require.NoError(b.t, err)
@@ -100,7 +117,7 @@ func (b *bed) runLogged(f *config.Flow, reg prometheus.Registerer, log *zap.Logg
 		return cl
 	}
 	b.pool = newFetchPool()
-	src := mk(b.src, consumerOpts(b.pool)...)
+	src := mk(b.src, append(append(consumerOpts(b.pool), kgo.FetchMaxWait(500*time.Millisecond)), b.srcOpts...)...)
 	srcAdm := mk(b.src)
 	dst := mk(b.dst, ProducerOpts()...)
 	dstAdm := mk(b.dst)

@@ -1,0 +1,97 @@
+package replicator
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func testRecords() []*kgo.Record {
+	return []*kgo.Record{
+		{Key: []byte("k0"), Value: []byte("v0"), Timestamp: time.UnixMilli(1_700_000_000_005), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: "nil"}}},
+		{Value: []byte("v1"), Timestamp: time.UnixMilli(1_700_000_000_001)}, // nil key, older timestamp
+		{Key: []byte("k2"), Timestamp: time.UnixMilli(1_700_000_000_009)},   // nil value (tombstone)
+	}
+}
+
+// decode reads b back as kgo's consumer would, at base offset base.
+func decode(t *testing.T, b []byte, base int64) []*kgo.Record {
+	t.Helper()
+	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(base))
+	b = append([]byte(nil), b...)
+	// The base offset is outside the CRC: setting it keeps the batch valid.
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: base, Topic: "t"},
+		&kmsg.FetchResponseTopicPartition{RecordBatches: b, HighWatermark: base + 100}, kgo.DefaultDecompressor(), nil)
+	require.NoError(t, fp.Err)
+	return fp.Records
+}
+
+func TestEncodeAndRewriteKeepRecords(t *testing.T) {
+	want := testRecords()
+	b := encodeBatch(want)
+	_, err := checkBatch(b)
+	require.NoError(t, err)
+
+	rb, rest, ok := nextBatch(append(b, 0, 0, 0)) // a partial batch follows
+	require.True(t, ok)
+	require.Len(t, rest, 3)
+	require.Equal(t, int8(2), rb.magic)
+	require.Equal(t, int32(3), rb.count)
+	require.Equal(t, int32(2), rb.lastDelta)
+	require.Equal(t, int64(1_700_000_000_009), rb.maxTS)
+	require.True(t, rb.forwardable(0))
+	require.False(t, rb.forwardable(1), "starts before the resume offset")
+	_, _, ok = nextBatch(rest)
+	require.False(t, ok)
+
+	rewrite(b, 4242, 7, 1000)
+	got, err := checkBatch(b)
+	require.NoError(t, err)
+	require.Equal(t, int64(4242), got.ProducerID)
+	require.Equal(t, int16(7), got.ProducerEpoch)
+	require.Equal(t, int32(1000), got.FirstSequence)
+	require.Equal(t, int32(-1), got.PartitionLeaderEpoch)
+
+	recs := decode(t, b, 500)
+	require.Len(t, recs, len(want))
+	for i, r := range recs {
+		require.Equal(t, int64(500+i), r.Offset)
+		require.Equal(t, want[i].Key, r.Key, "record %d", i)
+		require.Equal(t, want[i].Value, r.Value, "record %d", i)
+		require.Equal(t, want[i].Key == nil, r.Key == nil, "record %d key nil", i)
+		require.Equal(t, want[i].Value == nil, r.Value == nil, "record %d value nil", i)
+		require.Equal(t, want[i].Timestamp.UnixMilli(), r.Timestamp.UnixMilli(), "record %d", i)
+		require.Equal(t, want[i].Headers, r.Headers, "record %d", i)
+	}
+}
+
+func TestForwardableRefusesWhatMustChange(t *testing.T) {
+	set := func(mut func(b []byte)) rawBatch {
+		b := encodeBatch(testRecords())
+		mut(b)
+		rb, _, ok := nextBatch(b)
+		require.True(t, ok)
+		return rb
+	}
+	attrs := func(a uint16) func([]byte) {
+		return func(b []byte) {
+			binary.BigEndian.PutUint16(b[offAttributes:], a)
+			rewrite(b, -1, -1, -1) // a valid CRC again
+		}
+	}
+	require.True(t, set(func([]byte) {}).forwardable(0))
+	for name, mut := range map[string]func([]byte){
+		"transaction marker":   attrs(attrControl),
+		"transactional":        attrs(attrTransactional),
+		"log append time":      attrs(attrLogAppendTime),
+		"corrupt":              func(b []byte) { b[len(b)-1] ^= 0xFF },
+		"compacted hole":       func(b []byte) { binary.BigEndian.PutUint32(b[offLastDelta:], 5); rewrite(b, -1, -1, -1) },
+		"older message format": func(b []byte) { b[offMagic] = 1 },
+	} {
+		require.False(t, set(mut).forwardable(0), name)
+	}
+}
