@@ -136,6 +136,7 @@ func (e *env) config(extra ...string) string {
 	e.t.Helper()
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
+		copyModeLine(),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		e.src + "->" + e.dst + ".enabled = true",
@@ -304,4 +305,14 @@ func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 		}
 	})
 	return n
+}
+
+// copyModeLine is the properties line that runs the suite in the copy mode
+// named by MM2GO_TEST_COPY_MODE (testbed/test.sh runs the end-to-end tests
+// once more with "batches"), or an empty line.
+func copyModeLine() string {
+	if mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode != "" {
+		return "mm2go.copy.mode = " + mode
+	}
+	return ""
 }

@@ -194,6 +194,7 @@ func (e *env) interopConfig(name string, extra ...string) string {
 	flow := e.src + "->" + e.dst
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
+		copyModeLine(),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		flow + ".enabled = true",

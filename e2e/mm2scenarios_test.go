@@ -99,6 +99,7 @@ func (s scenario) scConfig(bothWays bool, extra ...string) string {
 	src, dst, id := s.src, s.dst, s.id
 	lines := []string{
 		"clusters = " + src + ", " + dst,
+		copyModeLine(),
 		src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		src + "->" + dst + ".enabled = true",
@@ -611,6 +612,7 @@ func TestIntegrationMM2ACLSync(t *testing.T) {
 	dir := t.TempDir()
 	lines := []string{
 		"clusters = " + x + ", " + y,
+		copyModeLine(),
 		x + ".bootstrap.servers = " + seeds,
 		y + ".bootstrap.servers = " + seeds,
 		x + "->" + y + ".enabled = true",

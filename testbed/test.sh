@@ -3,7 +3,8 @@
 #
 # Starts the two real Kafka clusters (testbed/env.sh up: jars from Maven Central on the first
 # run, then two single-node KRaft brokers), runs every Go test with the race detector against
-# them (unit, kfake and real-Kafka end-to-end tests alike), and stops the clusters again.
+# them (unit, kfake and real-Kafka end-to-end tests alike), then the replicator's and end-to-end
+# tests once more in the batches copy mode, and stops the clusters again.
 #
 #   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
 #   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
@@ -19,3 +20,8 @@ fi
 echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS" >&2
 # shellcheck disable=SC2086
 go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
+# Once more in the batches copy mode (mm2go.copy.mode=batches), whose copy path is mm2go's own
+# fetch and produce requests: the replicator's and the end-to-end tests, failover included.
+echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=batches" >&2
+# shellcheck disable=SC2086
+MM2GO_TEST_COPY_MODE=batches go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./replicator ./e2e
