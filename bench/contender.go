@@ -41,9 +41,14 @@ const (
 	// nameMM2goBudget is mm2go with its in-memory record bytes bounded by
 	// --buffer.max-bytes.
 	nameMM2goBudget = "mm2go-budget"
-	nameMM2         = "mm2"
-	nameMM2Tuned    = "mm2-tuned"
-	nameCopyLoop    = "copyloop"
+	// nameMM2goBatches and nameMM2goBatchesLean are mm2go in the batches
+	// copy mode (fetched batches forwarded without recompression), with
+	// default and lean buffering.
+	nameMM2goBatches     = "mm2go-batches"
+	nameMM2goBatchesLean = "mm2go-batches-lean"
+	nameMM2              = "mm2"
+	nameMM2Tuned         = "mm2-tuned"
+	nameCopyLoop         = "copyloop"
 )
 
 // Names of the raw-limit measurements, which are not replicators.
@@ -53,6 +58,9 @@ const (
 	perfCopy    = "perf-copy"
 	direct      = "direct" // latency floor: the consumer reads the source topic
 )
+
+// batchesMode selects the batches copy mode.
+const batchesMode = "mm2go.copy.mode = batches"
 
 // splitProps splits a ";"-separated list of property lines.
 func splitProps(s string) []string {
@@ -84,6 +92,10 @@ func contenders(o *options) []*contender {
 			about: about("mm2go with less buffering (memory and latency)", o.mm2goLean, o.mm2goLeanEnv)},
 		{name: nameMM2goBudget, kind: kindMM2go, args: []string{"--buffer.max-bytes", o.mm2goBudget},
 			about: "mm2go with `--buffer.max-bytes " + o.mm2goBudget + "` (in-memory record bytes bounded by the flag)"},
+		{name: nameMM2goBatches, kind: kindMM2go, props: []string{batchesMode},
+			about: "mm2go in the batches copy mode: `" + batchesMode + "`"},
+		{name: nameMM2goBatchesLean, kind: kindMM2go, props: append([]string{batchesMode}, splitProps(o.mm2goBatchesLean)...),
+			about: about("mm2go in the batches copy mode with smaller fetches", batchesMode+"; "+o.mm2goBatchesLean, "")},
 		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
 		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
 			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},

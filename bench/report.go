@@ -323,18 +323,22 @@ func (b *bench) targets(rows []*summaryRow) string {
 		return rows[i]
 	}
 	// The better of two profiles by a median metric (higher is better when hi).
-	best := func(a, c string, metric func(*summaryRow) float64, hi bool) *summaryRow {
-		ra, rc := find(a), find(c)
-		switch {
-		case ra == nil || math.IsNaN(metric(ra)):
-			return rc
-		case rc == nil || math.IsNaN(metric(rc)):
-			return ra
-		case (metric(rc) > metric(ra)) == hi:
-			return rc
+	// best is the row of names with the highest (hi) or lowest metric.
+	best := func(metric func(*summaryRow) float64, hi bool, names ...string) *summaryRow {
+		var b *summaryRow
+		for _, n := range names {
+			r := find(n)
+			if r == nil || math.IsNaN(metric(r)) {
+				continue
+			}
+			if b == nil || (metric(r) > metric(b)) == hi {
+				b = r
+			}
 		}
-		return ra
+		return b
 	}
+	mm2gos := []string{nameMM2go, nameMM2goLean, nameMM2goBatches, nameMM2goBatchesLean}
+	mm2s := []string{nameMM2, nameMM2Tuned}
 	perRound := func(x, y *summaryRow, lat bool, f func(a, c runResult) float64) float64 {
 		if x == nil || y == nil {
 			return math.NaN()
@@ -365,13 +369,13 @@ func (b *bench) targets(rows []*summaryRow) string {
 		fmt.Fprintf(&s, "| %s | "+format+" | %s |\n", what, got, met)
 	}
 	mbCPU := func(r *summaryRow) float64 { return r.mbPerCPU }
-	mm2goE, mm2E := best(nameMM2go, nameMM2goLean, mbCPU, true), best(nameMM2, nameMM2Tuned, mbCPU, true)
+	mm2goE, mm2E := best(mbCPU, true, mm2gos...), best(mbCPU, true, mm2s...)
 	if mm2goE != nil && mm2E != nil {
 		x := perRound(mm2goE, mm2E, false, func(a, c runResult) float64 { return a.mbPerCPU() / c.mbPerCPU() })
 		line(fmt.Sprintf("MB per CPU-s: %s ≥ 5 × %s", mm2goE.name, mm2E.name), x, "%.2f×", x >= 5)
 	}
 	mbps := func(r *summaryRow) float64 { return r.mbps }
-	mm2goT := best(nameMM2go, nameMM2goLean, mbps, true)
+	mm2goT := best(mbps, true, mm2gos...)
 	for _, ceil := range []string{nameCopyLoop, perfCopy} {
 		if c := find(ceil); mm2goT != nil && c != nil {
 			x := perRound(mm2goT, c, false, func(a, c runResult) float64 { return a.mbps() / c.mbps() })
@@ -379,19 +383,19 @@ func (b *bench) targets(rows []*summaryRow) string {
 		}
 	}
 	rss := func(r *summaryRow) float64 { return r.rss }
-	mm2goR, mm2R := best(nameMM2go, nameMM2goLean, rss, false), best(nameMM2, nameMM2Tuned, rss, false)
+	mm2goR, mm2R := best(rss, false, mm2gos...), best(rss, false, mm2s...)
 	if mm2goR != nil && mm2R != nil {
 		x := perRound(mm2goR, mm2R, false, func(a, c runResult) float64 { return float64(a.PeakRSS) / float64(c.PeakRSS) })
 		line(fmt.Sprintf("peak RSS: %s ≤ 1/10 of %s", mm2goR.name, mm2R.name), x, "%.3f×", x <= 0.1)
 	}
-	for _, n := range []string{nameMM2go, nameMM2goLean} {
+	for _, n := range mm2gos {
 		if r := find(n); r != nil && b.phase("backlog") {
 			line("start to first record < 1 s: "+n, r.first, "%.2f s", r.first < 1)
 		}
 	}
 	p99 := func(r *summaryRow) float64 { return r.p99 }
-	mm2L := best(nameMM2, nameMM2Tuned, p99, false)
-	for _, n := range []string{nameMM2go, nameMM2goLean} {
+	mm2L := best(p99, false, mm2s...)
+	for _, n := range mm2gos {
 		r := find(n)
 		if r == nil || r.latOK == 0 {
 			continue
