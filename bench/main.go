@@ -114,7 +114,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
 	phases := fs.String("phases", "backlog,latency", "phases to run")
-	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-batches,mm2go-batches-lean,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
+	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-batches,mm2go-batches-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
 	fs.IntVar(&o.dstPort, "target-port", 29192, "broker port of the target cluster (controller: +1000)")
