@@ -216,8 +216,10 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 				for _, p := range ps {
 					fetching[p] = true
 				}
-				req, names := fw.fetchRequest(ps) // reads fw.src: here, not in the request's goroutine
-				go fw.fetchFrom(ctx, fetchResult{leader: leader, parts: ps, names: names}, req, results)
+				// The request is built here, not in its goroutine: it
+				// reads fw.src and the partitions' next offsets.
+				res := fetchResult{leader: leader, parts: ps, names: map[[16]byte]string{}, at: map[*partition]int64{}}
+				go fw.fetchFrom(ctx, res, fw.fetchRequest(ps, res), results)
 			}
 		}
 		if len(out) == 0 {
@@ -379,7 +381,8 @@ func (fw *forwarder) sourceLeaders(ctx context.Context, parts []*partition) (map
 type fetchResult struct {
 	leader int32
 	parts  []*partition
-	names  map[[16]byte]string // topic IDs of the request, for responses that name only IDs
+	names  map[[16]byte]string  // topic IDs of the request, for responses that name only IDs
+	at     map[*partition]int64 // the offset each partition was fetched at
 	resp   *kmsg.FetchResponse
 	err    error
 }
@@ -395,7 +398,9 @@ func (fw *forwarder) fetchFrom(ctx context.Context, res fetchResult, req *kmsg.F
 	results <- res
 }
 
-func (fw *forwarder) fetchRequest(ps []*partition) (*kmsg.FetchRequest, map[[16]byte]string) {
+// fetchRequest builds the Fetch request for ps at their next offsets, noting
+// topic IDs and offsets in res.
+func (fw *forwarder) fetchRequest(ps []*partition, res fetchResult) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = fw.maxWait
@@ -406,7 +411,6 @@ func (fw *forwarder) fetchRequest(ps []*partition) (*kmsg.FetchRequest, map[[16]
 	}
 	req.SessionID, req.SessionEpoch = 0, -1
 	idx := map[string]int{}
-	names := map[[16]byte]string{}
 	for _, p := range ps {
 		i, ok := idx[p.topic]
 		if !ok {
@@ -414,18 +418,19 @@ func (fw *forwarder) fetchRequest(ps []*partition) (*kmsg.FetchRequest, map[[16]
 			idx[p.topic] = i
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic, rt.TopicID = p.topic, fw.src[p.topic].id
-			names[rt.TopicID] = p.topic
+			res.names[rt.TopicID] = p.topic
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.partition
 		rp.FetchOffset = p.next
+		res.at[p] = p.next
 		rp.CurrentLeaderEpoch = -1
 		rp.LogStartOffset = -1
 		rp.PartitionMaxBytes = fw.partitionMax
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	return req, names
+	return req
 }
 
 // takeResponse turns a Fetch response into batches to send, advancing each
@@ -444,8 +449,8 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
 			p := find[tp{topic, rp.Partition}]
-			if p == nil || p.failed.Load() || p.removed.Load() {
-				continue
+			if p == nil || p.failed.Load() || p.removed.Load() || res.at[p] != p.next {
+				continue // failed, gone, or restarted from elsewhere since
 			}
 			switch err := kerr.ErrorForCode(rp.ErrorCode); {
 			case err == nil:
