@@ -2,10 +2,7 @@ package replicator
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"hash/crc32"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -118,6 +115,12 @@ func rewrite(b []byte, producerID int64, epoch int16, seq int32) {
 	binary.BigEndian.PutUint64(b[offProducerID:], uint64(producerID))
 	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(seq))
+	setCRC(b)
+}
+
+// setCRC sets the CRC of the v2 batch b, which covers the attributes to
+// the end.
+func setCRC(b []byte) {
 	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32c))
 }
 
@@ -155,7 +158,7 @@ func encodeBatch(recs []*kgo.Record) []byte {
 	}
 	b := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32c))
+	setCRC(b)
 	return b
 }
 
@@ -167,25 +170,4 @@ func appendRecord(dst []byte, r *kmsg.Record) []byte {
 	body := r.AppendTo(nil)[1:]
 	dst = binary.AppendVarint(dst, int64(len(body)))
 	return append(dst, body...)
-}
-
-// checkBatch decodes b as the target would and reports what does not hold:
-// a test helper's and a debugging aid's view of a rewritten batch.
-func checkBatch(b []byte) (kmsg.RecordBatch, error) {
-	var rb kmsg.RecordBatch
-	if err := rb.ReadFrom(b); err != nil {
-		return rb, err
-	}
-	if int(rb.Length) != len(b)-12 {
-		return rb, fmt.Errorf("length %d, batch of %d bytes", rb.Length, len(b))
-	}
-	if uint32(rb.CRC) != crc32.Checksum(b[offAttributes:], crc32c) {
-		return rb, errors.New("crc mismatch")
-	}
-	return rb, nil
-}
-
-// batchAge is how old the batch's newest record is.
-func batchAge(maxTS int64, now time.Time) time.Duration {
-	return now.Sub(time.UnixMilli(maxTS))
 }

@@ -2,6 +2,9 @@ package replicator
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -94,4 +97,20 @@ func TestForwardableRefusesWhatMustChange(t *testing.T) {
 	} {
 		require.False(t, set(mut).forwardable(0), name)
 	}
+}
+
+// checkBatch decodes b as the target would and reports a wrong length or
+// CRC.
+func checkBatch(b []byte) (kmsg.RecordBatch, error) {
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(b); err != nil {
+		return rb, err
+	}
+	if int(rb.Length) != len(b)-12 {
+		return rb, fmt.Errorf("length %d, batch of %d bytes", rb.Length, len(b))
+	}
+	if uint32(rb.CRC) != crc32.Checksum(b[offAttributes:], crc32c) {
+		return rb, errors.New("crc mismatch")
+	}
+	return rb, nil
 }

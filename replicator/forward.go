@@ -469,11 +469,7 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 				fw.fetchError(p, err)
 				continue
 			}
-			end := rp.HighWatermark
-			if rp.LastStableOffset >= 0 && rp.LastStableOffset < end {
-				end = rp.LastStableOffset
-			}
-			if end > p.end.Load() {
+			if end := endOf(rp.HighWatermark, rp.LastStableOffset); end > p.end.Load() {
 				p.end.Store(end)
 			}
 			if bs := fw.take(p, rp); len(bs) > 0 {
@@ -544,33 +540,24 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 	epoch := p.epoch.Load()
 	var out []*fwdBatch
 	var chunk []*kgo.Record
-	var ups []int64
-	size := 0
 	flush := func() {
-		if len(chunk) == 0 {
-			return
+		if len(chunk) > 0 {
+			out = append(out, newEncodedBatch(p, epoch, chunk, func(rec *kgo.Record) int64 { return rec.Offset }))
+			p.inflight.Add(int64(len(chunk)))
+			chunk = nil
 		}
-		b := encodeBatch(chunk)
-		maxTS := int64(-1)
-		for _, rec := range chunk {
-			maxTS = max(maxTS, rec.Timestamp.UnixMilli())
-		}
-		out = append(out, &fwdBatch{p: p, epoch: epoch, b: b, ups: ups, n: len(chunk), maxTS: maxTS, size: size})
-		p.inflight.Add(int64(len(chunk)))
-		chunk, ups, size = nil, nil, 0
 	}
+	size := 0
 	for _, rec := range fp.Records {
 		if rec.Attrs.IsControl() {
 			continue
 		}
-		n := len(rec.Key) + len(rec.Value)
-		for _, h := range rec.Headers {
-			n += len(h.Key) + len(h.Value)
-		}
+		n := recordSize(rec)
 		if size > 0 && size+n > maxEncodedBatch {
 			flush()
+			size = 0
 		}
-		chunk, ups, size = append(chunk, rec), append(ups, rec.Offset), size+n
+		chunk, size = append(chunk, rec), size+n
 		p.lastData = rec.Offset
 	}
 	flush()
@@ -821,21 +808,21 @@ func (fw *forwarder) settle(b *fwdBatch, base int64) {
 	}
 	syncs := r.syncTopic != ""
 	p.mu.Lock()
-	for i := range b.n {
-		p.observe(b.up(i), base+int64(i), syncs)
+	if b.ups == nil {
+		p.observeRun(b.up0, base, b.n, syncs)
+	} else {
+		for i, up := range b.ups {
+			p.observe(up, base+int64(i), syncs)
+		}
 	}
 	p.acked.Store(b.up(b.n - 1))
 	p.mu.Unlock()
-	r.copied.Add(int64(b.n))
 	if b.ups == nil {
 		r.m.batchSent(r.flow, pathForwarded)
 	} else {
 		r.m.batchSent(r.flow, pathReencoded)
 	}
-	p.ackedTS.Store(b.maxTS)
-	r.latency.Observe(float64(time.Now().UnixMilli()-b.maxTS) / 1000)
-	p.m.records.Add(float64(b.n))
-	p.m.bytes.Add(float64(b.size))
+	r.counted(p, b.n, b.size, b.maxTS)
 }
 
 // split decodes b (a batch the target refused as too large) and encodes its
@@ -849,16 +836,24 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 	if len(fp.Records) != b.n {
 		return nil, fmt.Errorf("decoded %d records of %d", len(fp.Records), b.n)
 	}
+	// The batch was decoded at base offset 0: a record's offset is its
+	// index in b.
+	up := func(rec *kgo.Record) int64 { return b.up(int(rec.Offset)) }
 	half := b.n / 2
-	out := make([]*fwdBatch, 0, 2)
-	for _, recs := range [][]*kgo.Record{fp.Records[:half], fp.Records[half:]} {
-		nb := &fwdBatch{p: b.p, epoch: b.epoch, b: encodeBatch(recs), n: len(recs), maxTS: -1}
-		for _, rec := range recs {
-			nb.ups = append(nb.ups, b.up(int(rec.Offset)))
-			nb.maxTS = max(nb.maxTS, rec.Timestamp.UnixMilli())
-			nb.size += len(rec.Key) + len(rec.Value)
-		}
-		out = append(out, nb)
+	return []*fwdBatch{
+		newEncodedBatch(b.p, b.epoch, fp.Records[:half], up),
+		newEncodedBatch(b.p, b.epoch, fp.Records[half:], up),
+	}, nil
+}
+
+// newEncodedBatch encodes recs (at least one) into a batch of p's to send;
+// up gives each record's upstream offset.
+func newEncodedBatch(p *partition, epoch uint32, recs []*kgo.Record, up func(*kgo.Record) int64) *fwdBatch {
+	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs), n: len(recs), maxTS: -1}
+	for _, rec := range recs {
+		b.ups = append(b.ups, up(rec))
+		b.maxTS = max(b.maxTS, rec.Timestamp.UnixMilli())
+		b.size += recordSize(rec)
 	}
-	return out, nil
+	return b
 }

@@ -144,6 +144,36 @@ func (p *partition) observe(up, down int64, syncs bool) {
 	}
 }
 
+// observeRun is observe for n records at consecutive offsets from up and
+// down (a batch the target took whole): the same segments and offset syncs,
+// worked out per run instead of per record. Callers hold mu.
+func (p *partition) observeRun(up, down int64, n int, syncs bool) {
+	p.observe(up, down, syncs)
+	if n <= 1 {
+		return
+	}
+	last := int64(n - 1)
+	p.seg.Last = up + last // observe opened or extended the segment with up
+	p.downNext = down + last + 1
+	if !syncs {
+		return
+	}
+	// Inside the run neither offset jumps, so MM2's rule only fires each
+	// time the newest sync falls offset.lag.max behind.
+	d := &p.syncer
+	for next := d.lastSync + 1 + d.lagMax; next <= down+last; next = d.lastSync + 1 + d.lagMax {
+		d.lastSync = next
+		p.syncs = append(p.syncs, policy.OffsetSync{Topic: p.topic, Partition: p.partition, UpstreamOffset: up + next - down, DownstreamOffset: next})
+	}
+	d.prevUp, d.prevDown = up+last, down+last
+	if d.lastSync == down+last {
+		p.hasDelay = false
+	} else {
+		p.delayed = policy.OffsetSync{Topic: p.topic, Partition: p.partition, UpstreamOffset: up + last, DownstreamOffset: down + last}
+		p.hasDelay = true
+	}
+}
+
 // position is where copying stands: the next upstream offset to copy, past
 // the acknowledged records and any transaction markers after them.
 func (p *partition) position() int64 {

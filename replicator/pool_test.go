@@ -58,9 +58,8 @@ func TestPoolClassesHoldWhatTheyPromise(t *testing.T) {
 		kept, ok := classOf(n)
 		require.True(t, ok)
 		keptSize, seen := sizes[kept]
-		if seen {
-			require.LessOrEqual(t, keptSize, n, "capacity %d filed under class %d of size %d", n, kept, keptSize)
-		}
+		require.True(t, seen, "capacity %d filed under class %d, which no request of at most %d gets", n, kept, n)
+		require.LessOrEqual(t, keptSize, n, "capacity %d filed under class %d of size %d", n, kept, keptSize)
 	}
 }
 

@@ -496,7 +496,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				p.markerAfter.Store(p.lastData)
 				p.markerEnd.Store(p.next)
 			}
-			if end := endOf(fp); end > p.end.Load() {
+			if end := endOf(fp.HighWatermark, fp.LastStableOffset); end > p.end.Load() {
 				p.end.Store(end)
 			}
 		})
@@ -536,13 +536,14 @@ func (r *Replicator) stamp(rec *kgo.Record) {
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: originHeader, Value: r.origin})
 }
 
-// endOf is the end offset a fetch reports for its partition: the last stable
-// offset when the client reads committed data, else the high watermark.
-func endOf(fp kgo.FetchTopicPartition) int64 {
-	if fp.LastStableOffset >= 0 && fp.LastStableOffset < fp.HighWatermark {
-		return fp.LastStableOffset
+// endOf is the end offset a fetch reports for its partition, given its high
+// watermark and last stable offset: the last stable offset when the client
+// reads committed data, else the high watermark.
+func endOf(hwm, lso int64) int64 {
+	if lso >= 0 && lso < hwm {
+		return lso
 	}
-	return fp.HighWatermark
+	return hwm
 }
 
 // checkContinuity reports upstream jumps the fetcher made on its own, when
@@ -600,16 +601,28 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 	p.observe(m.up, rec.Offset, r.syncTopic != "")
 	p.acked.Store(m.up)
 	p.mu.Unlock()
-	r.copied.Add(1)
-	ts := rec.Timestamp.UnixMilli()
+	r.counted(p, 1, recordSize(rec), rec.Timestamp.UnixMilli())
+}
+
+// counted adds n records of p that the target acknowledged, of size bytes
+// and the newest with timestamp ts (Unix ms), to the progress log, the
+// partition's last acknowledged timestamp and the metrics.
+func (r *Replicator) counted(p *partition, n, size int, ts int64) {
+	r.copied.Add(int64(n))
 	p.ackedTS.Store(ts)
 	r.latency.Observe(float64(time.Now().UnixMilli()-ts) / 1000)
-	p.m.records.Inc()
-	size := len(rec.Key) + len(rec.Value)
-	for _, h := range rec.Headers {
-		size += len(h.Key) + len(h.Value)
-	}
+	p.m.records.Add(float64(n))
 	p.m.bytes.Add(float64(size))
+}
+
+// recordSize is what mm2go_replicator_bytes_total counts of a record: key,
+// value and headers.
+func recordSize(rec *kgo.Record) int {
+	n := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // fail marks p stalled after the target refused the record at upstream
