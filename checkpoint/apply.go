@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/policy"
 )
@@ -131,4 +133,42 @@ func Apply(ctx context.Context, tgtAdm *kadm.Client, group string, offs []GroupO
 		}
 	}
 	return res, err
+}
+
+// LastCheckpoints reads the checkpoints topic of the flow source->target
+// on the target (topic, with reader, a client built with itopic.ReaderOpts)
+// and returns group's last checkpoint per partition as offsets for Apply
+// (mode ModeCheckpoint), sorted by topic and partition, and when the newest
+// of them was written (zero without any). It needs only the target
+// cluster: it is the disaster path, when the source cannot be reached.
+//
+// A checkpoint translates the source group's commit as it was at the last
+// emission (emit.checkpoints.interval.seconds), so a consumer started from
+// it may read again what the group consumed afterwards: at least once,
+// bounded by mm2go_checkpoint_age_seconds of the group. Checkpoints that do
+// not decode are skipped. A read failure is returned with no result.
+func LastCheckpoints(ctx context.Context, reader *kgo.Client, topic string, p policy.Policy, source, group string) ([]GroupOffset, time.Time, error) {
+	gf, err := policy.NewFilter([]string{".*"}, nil)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	st := newStore()
+	if err := st.load(ctx, reader, topic, gf, func(*kgo.Record, error) {}); err != nil {
+		return nil, time.Time{}, err
+	}
+	var out []GroupOffset
+	for _, cp := range st.byGroup()[group] {
+		up, _ := upstreamOf(p, source, cp.Topic)
+		out = append(out, GroupOffset{
+			Topic:        up,
+			Partition:    cp.Partition,
+			RemoteTopic:  cp.Topic,
+			SourceOffset: cp.UpstreamOffset,
+			Metadata:     cp.Metadata,
+			Translation:  Translation{Upstream: cp.UpstreamOffset, Downstream: cp.DownstreamOffset, Mode: ModeCheckpoint},
+			Known:        true,
+		})
+	}
+	newest, _ := st.newestOf(group)
+	return out, newest, nil
 }

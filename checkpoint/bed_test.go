@@ -272,11 +272,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // returned function is called.
 func (b *bed) member(group, topic string, nextGen bool) (leave func()) {
 	b.t.Helper()
+	return b.memberOf(b.dst, group, topic, nextGen)
+}
+
+// memberOf is member on cluster c.
+func (b *bed) memberOf(c *kfake.Cluster, group, topic string, nextGen bool) (leave func()) {
+	b.t.Helper()
 	opts := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit()}
 	if nextGen {
 		opts = append(opts, kgo.ServerSideBalancer())
 	}
-	cl := b.client(b.dst, opts...)
+	cl := b.client(c, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -296,7 +302,7 @@ func (b *bed) member(group, topic string, nextGen bool) (leave func()) {
 	b.t.Cleanup(leave)
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	_, err := b.dst.WaitGroupStable(wctx, group, 1)
+	_, err := c.WaitGroupStable(wctx, group, 1)
 	require.NoError(b.t, err)
 	return leave
 }

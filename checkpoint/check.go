@@ -39,6 +39,10 @@ const (
 	ReasonTargetDiffers FailureReason = "target_offset_differs"
 	// ReasonGroupActive: the target group has members.
 	ReasonGroupActive FailureReason = "group_active"
+	// ReasonSourceActive: the group has members on the source: its
+	// consumers still run there, and the offset they will commit last is
+	// not known yet.
+	ReasonSourceActive FailureReason = "source_group_active"
 )
 
 // Failure is one reason a group cannot fail over yet.
@@ -118,7 +122,8 @@ type CheckOptions struct {
 //     opts.ReadCommitted, high watermark otherwise);
 //   - the target group has exactly the translated offset committed, and the
 //     translation is exact (not approximate, not beyond what is replicated);
-//   - the target group has no members.
+//   - the target group has no members, and the source group has none
+//     either (its consumers were stopped, so its commit is final).
 //
 // idx must be loaded recently (LoadIndex): positions are stored at every
 // offset.flush.interval.ms. The source's offsets, end offsets and the target
@@ -132,6 +137,10 @@ func Check(ctx context.Context, srcAdm, tgtAdm *kadm.Client, idx *Index, sel pol
 	groups = append([]string(nil), groups...)
 	sort.Strings(groups)
 
+	srcListed, err := srcAdm.ListGroups(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("list groups on the source: %w", err)
+	}
 	srcOffs := srcAdm.FetchManyOffsets(ctx, groups...)
 	offsets := make(map[string][]GroupOffset, len(groups))
 	topicSet := make(map[string]bool)
@@ -186,6 +195,10 @@ func Check(ctx context.Context, srcAdm, tgtAdm *kadm.Client, idx *Index, sel pol
 			return rep, fmt.Errorf("fetch target offsets of group %s: %w", g, tr.Err)
 		}
 		gc := GroupCheck{Group: g, State: d.state, Members: d.members, Offsets: offsets[g]}
+		if l, ok := srcListed[g]; ok && l.State != groupStateEmpty && l.State != groupStateDead {
+			gc.Failures = append(gc.Failures, Failure{Partition: -1, Reason: ReasonSourceActive,
+				Detail: fmt.Sprintf("group has members on the source (state %s); stop its consumers there first", l.State)})
+		}
 		if !d.idle() {
 			gc.Failures = append(gc.Failures, Failure{Partition: -1, Reason: ReasonGroupActive,
 				Detail: fmt.Sprintf("group has %d members on the target (state %s)", d.members, d.state)})

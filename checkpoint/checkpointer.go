@@ -80,6 +80,9 @@ type Checkpointer struct {
 	st       *store
 	feed     *mapFeed
 
+	sw     *switchState // the exact sync's memory; only its loop uses it
+	marker string       // commit metadata of the exact sync's own commits
+
 	mu       sync.Mutex
 	groups   []string // selected source groups, sorted; nil until the first refresh succeeded
 	overlaps map[overlapKey]bool
@@ -124,6 +127,8 @@ func New(o Options) (*Checkpointer, error) {
 		cpTopic:  o.Policy.CheckpointsTopic(f.Source),
 		mapTopic: policy.OffsetMapTopic(f.Source),
 		st:       newStore(),
+		sw:       newSwitchState(),
+		marker:   syncMarker(f.Name()),
 	}
 	c.idx = NewIndex(o.MaxSegments, c.onThin)
 	c.feed = &mapFeed{
@@ -145,9 +150,12 @@ func (c *Checkpointer) Index() *Index { return c.idx }
 // Run creates the checkpoints topic unless it exists, reads the checkpoints
 // already in it and the offset map, and then, until ctx is done, refreshes
 // the groups every refresh.groups.interval.seconds, writes checkpoints every
-// emit.checkpoints.interval.seconds (when emit.checkpoints.enabled) and
-// commits them into idle target groups every
-// sync.group.offsets.interval.seconds (when sync.group.offsets.enabled).
+// emit.checkpoints.interval.seconds (when emit.checkpoints.enabled) and,
+// when sync.group.offsets.enabled, syncs group offsets into idle target
+// groups: in the exact mode (the default) every
+// mm2go.sync.group.offsets.watch.interval.ms, only from source groups that
+// are empty (see switch.go); in the periodic mode the last checkpoints every
+// sync.group.offsets.interval.seconds, as MM2 does.
 // Each periodic step first runs one interval after start, as in MM2.
 //
 // It returns nil once ctx is done. It returns an error when the start fails
@@ -173,8 +181,12 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	if f.EmitCheckpointsEnabled && f.EmitCheckpointsInterval > 0 {
 		g.Go(func() error { return every(gctx, f.EmitCheckpointsInterval, c.emit) })
 	}
-	if f.SyncGroupOffsetsEnabled && f.SyncGroupOffsetsInterval > 0 {
+	switch {
+	case !f.SyncGroupOffsetsEnabled || f.SyncGroupOffsetsInterval <= 0:
+	case f.GroupSyncMode == config.GroupSyncPeriodic:
 		g.Go(func() error { return every(gctx, f.SyncGroupOffsetsInterval, c.sync) })
+	default:
+		g.Go(func() error { return every(gctx, f.GroupSyncWatchInterval, c.watch) })
 	}
 	err = g.Wait()
 	if ctx.Err() != nil {

@@ -40,6 +40,13 @@ const (
 	// translation follows MM2's rule (right after the nearest earlier known
 	// point), which never skips a record but may deliver some again.
 	ModeApproximate
+	// ModeCheckpoint: the offset is the group's last checkpoint read from
+	// the checkpoints topic (LastCheckpoints), for when the source cluster
+	// cannot be reached: the source commit it translates may be older than
+	// the group's final one, so records may be delivered again (at most
+	// what the group consumed in the checkpoint's age). Never used by
+	// Translate.
+	ModeCheckpoint
 )
 
 func (m Mode) String() string {
@@ -56,6 +63,8 @@ func (m Mode) String() string {
 		return "overlap"
 	case ModeApproximate:
 		return "approximate"
+	case ModeCheckpoint:
+		return "checkpoint"
 	default:
 		return "unknown"
 	}

@@ -48,6 +48,10 @@ const (
 	SkipUpToDate SkipReason = "up_to_date"
 	// SkipNotTranslated: the offset map knows nothing about the partition.
 	SkipNotTranslated SkipReason = "not_translated"
+	// SkipNotReplicated: the exact sync waits until replication has passed
+	// the source group's committed offset (its translation is in mode
+	// beyond).
+	SkipNotReplicated SkipReason = "not_replicated"
 )
 
 // reasonOf maps an error to a reason label; error text never becomes a
@@ -71,6 +75,7 @@ type metrics struct {
 	translations *prometheus.CounterVec
 	age          *prometheus.GaugeVec
 	synced       *prometheus.CounterVec
+	removed      *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
 	segments     *prometheus.GaugeVec
 	degraded     *prometheus.GaugeVec
@@ -104,8 +109,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Seconds since the newest checkpoint of the group was written, updated at every emission interval.", "flow", "group"),
 		synced: counter("mm2go_checkpoint_group_offsets_synced_total",
 			"Partition offsets committed into target consumer groups by group-offset sync.", "flow"),
+		removed: counter("mm2go_checkpoint_group_offsets_removed_total",
+			"Partition offsets the exact group-offset sync removed from target groups because their source group had members again.", "flow"),
 		skipped: counter("mm2go_checkpoint_group_offsets_skipped_total",
-			"Partition offsets group-offset sync did not commit, by reason (active, became_active, would_rewind, up_to_date).", "flow", "reason"),
+			"Partition offsets group-offset sync did not commit, by reason (active, became_active, would_rewind, up_to_date, not_translated, not_replicated).", "flow", "reason"),
 		segments: gauge("mm2go_checkpoint_index_segments",
 			"Exact offset map segments held in memory by the translation index.", "flow"),
 		degraded: gauge("mm2go_checkpoint_index_degraded_partitions",
@@ -123,6 +130,7 @@ func (m *metrics) init(flow string) {
 	if m != nil {
 		m.checkpoints.WithLabelValues(flow)
 		m.synced.WithLabelValues(flow)
+		m.removed.WithLabelValues(flow)
 		m.segments.WithLabelValues(flow)
 		m.degraded.WithLabelValues(flow)
 		m.groups.WithLabelValues(flow)
@@ -162,6 +170,12 @@ func (m *metrics) dropAge(flow, group string) {
 func (m *metrics) syncedOffsets(flow string, n int) {
 	if m != nil {
 		m.synced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) removedOffsets(flow string, n int) {
+	if m != nil {
+		m.removed.WithLabelValues(flow).Add(float64(n))
 	}
 }
 

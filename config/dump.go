@@ -84,6 +84,8 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	line(keyEmitCheckpointsInterval, secs(f.EmitCheckpointsInterval))
 	line(keySyncGroupOffsetsEnabled, f.SyncGroupOffsetsEnabled)
 	line(keySyncGroupOffsetsInterval, secs(f.SyncGroupOffsetsInterval))
+	line(keyGroupSyncMode, f.GroupSyncMode)
+	line(keyGroupSyncWatch, ms(f.GroupSyncWatchInterval))
 	line(keyEmitOffsetSyncsEnabled, f.EmitOffsetSyncsEnabled)
 	line(keyOffsetSyncsLocation, f.OffsetSyncsTopicLocation)
 	line(keyOffsetLagMax, f.OffsetLagMax)

@@ -211,3 +211,23 @@ const (
 	// timestamps).
 	CopyBatches CopyMode = "batches"
 )
+
+// GroupSyncMode is when group-offset sync commits translated offsets into
+// target groups ("mm2go.sync.group.offsets.mode").
+type GroupSyncMode string
+
+const (
+	// GroupSyncExact is the default: a target group gets offsets only while
+	// the source group has no members, then the exact translation of the
+	// source group's final commit as soon as replication has passed it, and
+	// offsets mm2go committed are removed again while the source group has
+	// members. A consumer switched at any moment either finds no offset
+	// (auto.offset.reset=none fails and it is restarted) or the exact one.
+	GroupSyncExact GroupSyncMode = "exact"
+	// GroupSyncPeriodic is MM2's rule: every
+	// sync.group.offsets.interval.seconds the last checkpoints are
+	// committed into idle target groups, also while the source group still
+	// consumes. A consumer switched then re-reads what the source group
+	// consumed after the last sync (at least once).
+	GroupSyncPeriodic GroupSyncMode = "periodic"
+)

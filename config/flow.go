@@ -191,6 +191,14 @@ type Flow struct {
 	// CopyBatches forwards fetched batches whose records need no change as
 	// they are (no decompression or recompression) and re-encodes the rest.
 	CopyMode CopyMode
+	// GroupSyncMode is mm2go's "mm2go.sync.group.offsets.mode": GroupSyncExact
+	// (default) or GroupSyncPeriodic (MM2's rule).
+	GroupSyncMode GroupSyncMode
+	// GroupSyncWatchInterval is mm2go's
+	// "mm2go.sync.group.offsets.watch.interval.ms" (default 250 ms): how
+	// often the exact group-offset sync lists the source groups' states and
+	// commits the final offsets of groups that became empty.
+	GroupSyncWatchInterval time.Duration
 
 	// OffsetLagMax is "offset.lag.max" (default 100): how far the newest
 	// offset sync may fall behind before a new one is emitted.
@@ -470,6 +478,16 @@ func (p *parser) buildFlow(s, t string) *Flow {
 			p.probs.errorf(e.origin, "invalid value (got %q, want records or batches)", e.value)
 		}
 	}
+	f.GroupSyncMode = GroupSyncExact
+	if e, ok := r.get(keyGroupSyncMode); ok {
+		switch v := GroupSyncMode(strings.ToLower(javaTrim(e.value))); v {
+		case GroupSyncExact, GroupSyncPeriodic:
+			f.GroupSyncMode = v
+		default:
+			p.probs.errorf(e.origin, "invalid value (got %q, want exact or periodic)", e.value)
+		}
+	}
+	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)
 	f.provenanceMode = "auto"
 	if e, ok := r.get(keyProvenanceHeaders); ok {
 		switch v := strings.ToLower(javaTrim(e.value)); v {

@@ -61,6 +61,13 @@ const (
 	// keyCopyMode is mm2go's own key: how records are copied, decoded and
 	// re-batched ("records") or fetched batches forwarded ("batches").
 	keyCopyMode = "mm2go.copy.mode"
+	// keyGroupSyncMode is mm2go's own key: when group-offset sync commits
+	// into target groups ("exact": only once the source group is empty;
+	// "periodic": MM2's rule).
+	keyGroupSyncMode = "mm2go.sync.group.offsets.mode"
+	// keyGroupSyncWatch is mm2go's own key: how often the exact group-offset
+	// sync looks at the source groups' states, in milliseconds.
+	keyGroupSyncWatch = "mm2go.sync.group.offsets.watch.interval.ms"
 
 	keyOffsetStorageTopic      = "offset.storage.topic"
 	keyOffsetStoragePartitions = "offset.storage.partitions"
@@ -139,7 +146,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode:
+	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

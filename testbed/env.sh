@@ -3,10 +3,14 @@
 #
 #   eval "$(testbed/env.sh up)"   setup.sh (idempotent, fast when lib/ is complete), then two
 #                                 single-node KRaft clusters, `primary` (the MM2 source) and
-#                                 `secondary` (the target), started in parallel; returns once both
-#                                 answer requests and prints on stdout only:
+#                                 `secondary` (the target), and two three-node clusters,
+#                                 `primary3` and `secondary3` (the seed scenario's shape: RF 3,
+#                                 min ISR 2), all started in parallel; returns once all answer
+#                                 requests and prints on stdout only:
 #                                   export MM2GO_TEST_SEEDS=127.0.0.1:19092
 #                                   export MM2GO_TEST_TARGET_SEEDS=127.0.0.1:29092
+#                                   export MM2GO_TEST_SEEDS3=127.0.0.1:39092,...:39093,...:39094
+#                                   export MM2GO_TEST_TARGET_SEEDS3=127.0.0.1:49092,...
 #                                   export MM2GO_TESTBED=<absolute path of this directory>
 #                                   export MM2GO_KAFKA_ROOT=<KAFKA_ROOT>
 #                                 Clusters with those names that already run on those ports and
@@ -16,8 +20,10 @@
 #                                 under KAFKA_ROOT) and delete their data
 #   testbed/env.sh status         one line per node and MM2 instance under KAFKA_ROOT
 #
-# Environment: MM2GO_PRIMARY_PORT (19092), MM2GO_SECONDARY_PORT (29092); controller ports are the
-# broker ports + 1000. KAFKA_ROOT (default /tmp/mm2go-kafka) holds their state. Every knob of
+# Environment: MM2GO_PRIMARY_PORT (19092), MM2GO_SECONDARY_PORT (29092), MM2GO_PRIMARY3_PORT
+# (39092: its nodes take it and the next two), MM2GO_SECONDARY3_PORT (49092); controller ports are
+# the broker ports + 1000. MM2GO_THREE_NODE=0 leaves the three-node clusters out; KAFKA_HEAP3 (512m)
+# is the heap of their brokers. KAFKA_ROOT (default /tmp/mm2go-kafka) holds their state. Every knob of
 # kafka-cluster.sh and kafka-env.sh (KAFKA_JVM_PROFILE, KAFKA_HEAP, KAFKA_EXTRA_PROPS, ...)
 # applies. Progress and errors go to stderr.
 set -euo pipefail
@@ -29,21 +35,36 @@ export KAFKA_ROOT
 
 PRIMARY_PORT="${MM2GO_PRIMARY_PORT:-19092}"
 SECONDARY_PORT="${MM2GO_SECONDARY_PORT:-29092}"
+PRIMARY3_PORT="${MM2GO_PRIMARY3_PORT:-39092}"
+SECONDARY3_PORT="${MM2GO_SECONDARY3_PORT:-49092}"
+THREE_NODE="${MM2GO_THREE_NODE:-1}"
 
 usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 
-# up_one NAME PORT: reuse a healthy cluster on PORT, else (re)start it. Prints nothing on stdout.
+# bootstrap3 PORT: the bootstrap string of a three-node cluster whose first broker is on PORT.
+bootstrap3() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + 1)),127.0.0.1:$(($1 + 2))"; }
+
+# up_one NAME PORT [3]: reuse a healthy cluster on PORT, else (re)start it (three nodes on PORT,
+# PORT+1 and PORT+2 with a third argument 3). Prints nothing on stdout.
 up_one() {
-  local name="$1" port="$2" cdir="$KAFKA_ROOT/$1"
+  local name="$1" port="$2" nodes="${3:-1}" cdir="$KAFKA_ROOT/$1" want="127.0.0.1:$2"
+  (( nodes == 3 )) && want="$(bootstrap3 "$port")"
   if [[ -d "$cdir" ]]; then
-    if "$KC" healthy "$name" && [[ "$(cat "$cdir/bootstrap" 2>/dev/null)" == "127.0.0.1:$port" ]]; then
-      say "reusing running cluster '$name' on 127.0.0.1:$port"
+    if "$KC" healthy "$name" && [[ "$(cat "$cdir/bootstrap" 2>/dev/null)" == "$want" ]]; then
+      say "reusing running cluster '$name' on $want"
       return 0
     fi
     say "replacing stale or unhealthy cluster '$name'"
     KAFKA_STOP_SIGNAL=KILL "$KC" stop "$name"
   fi
-  "$KC" start "$name" "$port" "$((port + 1000))" >/dev/null
+  if (( nodes == 3 )); then
+    # 512 MiB heaps: with the test profile's 256 MiB, GC pauses under the switchover tests' load
+    # made the controller quorum lose its leader, and partition leaders moved.
+    KAFKA_HEAP="${KAFKA_HEAP3:-512m}" KAFKA_HEAP_MIN="${KAFKA_HEAP3:-512m}" \
+      "$KC" start3 "$name" "$port" "$((port + 1))" "$((port + 2))" >/dev/null
+  else
+    "$KC" start "$name" "$port" "$((port + 1000))" >/dev/null
+  fi
 }
 
 down_all() {
@@ -73,20 +94,28 @@ case "$cmd" in
     "$HERE/setup.sh" >&2
     [[ "$PRIMARY_PORT" != "$SECONDARY_PORT" ]] || die "MM2GO_PRIMARY_PORT and MM2GO_SECONDARY_PORT are both $PRIMARY_PORT"
     mkdir -p "$KAFKA_ROOT"
-    # Both clusters start at the same time (two JVMs on two cores).
-    up_one primary "$PRIMARY_PORT" & p1=$!
-    up_one secondary "$SECONDARY_PORT" & p2=$!
+    # All clusters start at the same time.
+    pids=()
+    up_one primary "$PRIMARY_PORT" & pids+=($!)
+    up_one secondary "$SECONDARY_PORT" & pids+=($!)
+    if [[ "$THREE_NODE" == 1 ]]; then
+      up_one primary3 "$PRIMARY3_PORT" 3 & pids+=($!)
+      up_one secondary3 "$SECONDARY3_PORT" 3 & pids+=($!)
+    fi
     rc=0
-    wait "$p1" || rc=1
-    wait "$p2" || rc=1
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
     if (( rc != 0 )); then
       # leave no JVM behind; keep the directories so node.log can be read (the next `up` replaces them)
       KEEP_DATA=1 KAFKA_STOP_SIGNAL=KILL down_all >/dev/null 2>&1 || true
       die "could not bring up the clusters (messages above; logs under $KAFKA_ROOT/*/node1/node.log)"
     fi
-    say "primary 127.0.0.1:$PRIMARY_PORT and secondary 127.0.0.1:$SECONDARY_PORT ready in $(( $(now_ms) - t0 )) ms"
+    say "primary 127.0.0.1:$PRIMARY_PORT and secondary 127.0.0.1:$SECONDARY_PORT$([[ "$THREE_NODE" == 1 ]] && echo ", primary3 $(bootstrap3 "$PRIMARY3_PORT") and secondary3 $(bootstrap3 "$SECONDARY3_PORT")") ready in $(( $(now_ms) - t0 )) ms"
     printf 'export MM2GO_TEST_SEEDS=127.0.0.1:%s\n' "$PRIMARY_PORT"
     printf 'export MM2GO_TEST_TARGET_SEEDS=127.0.0.1:%s\n' "$SECONDARY_PORT"
+    if [[ "$THREE_NODE" == 1 ]]; then
+      printf 'export MM2GO_TEST_SEEDS3=%s\n' "$(bootstrap3 "$PRIMARY3_PORT")"
+      printf 'export MM2GO_TEST_TARGET_SEEDS3=%s\n' "$(bootstrap3 "$SECONDARY3_PORT")"
+    fi
     printf 'export MM2GO_TESTBED=%q\n' "$HERE"
     printf 'export MM2GO_KAFKA_ROOT=%q\n' "$KAFKA_ROOT" ;;
   down)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -143,6 +144,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		topic       string
 		allowRewind bool
 		noLocal     bool
+		fromCps     bool
 	)
 	ff.register(fs)
 	fs.StringVar(&group, "group", "", "consumer group (required)")
@@ -150,6 +152,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	if sub == "apply" {
 		fs.BoolVar(&allowRewind, "allow-rewind", false, "also commit offsets lower than the group's current ones on the target")
 		fs.BoolVar(&noLocal, "no-local-topics", false, "do not set the group's offsets on local target topics named like the replicated ones")
+		fs.BoolVar(&fromCps, "from-checkpoints", false, "commit the group's last checkpoints, read from the target alone (for when the source cluster is gone; at least once: the group may read again what it consumed after the last checkpoint)")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
@@ -166,19 +169,45 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
 	defer cancel()
 
-	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return exitFailure
-	}
-	offs, err := checkpoint.Translate(ctx, of.srcAdm, idx, of.sel, of.flow.Source, group, topic)
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return exitFailure
+	var (
+		idx  *checkpoint.Index
+		offs []checkpoint.GroupOffset
+		err  error
+	)
+	if fromCps {
+		var newest time.Time
+		offs, newest, err = checkpoint.LastCheckpoints(ctx, of.reader, of.sel.Policy.CheckpointsTopic(of.flow.Source), of.sel.Policy, of.flow.Source, group)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitFailure
+		}
+		if topic != "" {
+			offs = slices.DeleteFunc(offs, func(o checkpoint.GroupOffset) bool { return o.Topic != topic })
+		}
+		if len(offs) == 0 {
+			_, _ = fmt.Fprintf(stderr, "mm2go: group %s has no checkpoint in %s on %s\n", group, of.sel.Policy.CheckpointsTopic(of.flow.Source), of.flow.Target)
+			return exitFailure
+		}
+		_, _ = fmt.Fprintf(stdout, "last checkpoints of group %s, the newest written %s ago (%s): the group may read again what it consumed after them\n",
+			group, time.Since(newest).Round(time.Second), newest.UTC().Format(time.RFC3339))
+	} else {
+		idx, err = checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitFailure
+		}
+		offs, err = checkpoint.Translate(ctx, of.srcAdm, idx, of.sel, of.flow.Source, group, topic)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitFailure
+		}
 	}
 	printTranslations(stdout, of.flow, group, offs)
 	if sub == "translate" {
 		return exitOK
+	}
+	if idx == nil {
+		idx = checkpoint.NewIndex(0, nil) // no offset map: nothing to lower to
 	}
 	res, err := checkpoint.Apply(ctx, of.tgtAdm, group, offs, checkpoint.ApplyOptions{
 		AllowRewind:     allowRewind,
@@ -228,7 +257,7 @@ func printApplied(w io.Writer, res checkpoint.ApplyResult) {
 // runFailover is `mm2go failover check`.
 func runFailover(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "check" {
-		_, _ = fmt.Fprintln(stderr, "usage: mm2go failover check -c FILE [--flow A->B] [--group G ...]")
+		_, _ = fmt.Fprintln(stderr, "usage: mm2go failover check -c FILE [--flow A->B] [--group G ...] [--wait] [--timeout D]")
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("mm2go failover check", flag.ContinueOnError)
@@ -236,9 +265,13 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 	var (
 		ff     flowFlags
 		groups multiFlag
+		wait   bool
+		every  time.Duration
 	)
 	ff.register(fs)
 	fs.Var(&groups, "group", "consumer group to check (repeatable; default: every group the flow checkpoints)")
+	fs.BoolVar(&wait, "wait", false, "check again until it is safe or --timeout passed, printing what it waits for")
+	fs.DurationVar(&every, "interval", 500*time.Millisecond, "with --wait, the time between two checks")
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
@@ -260,33 +293,94 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
+	start := time.Now()
+	var waitingFor string
+	for {
+		rep, err := checkFailover(ctx, of, groups)
+		switch {
+		case err != nil && (!wait || ctx.Err() != nil):
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitFailure
+		case err != nil:
+			_, _ = fmt.Fprintf(stdout, "%s check failed, trying again: %v\n", time.Since(start).Round(time.Millisecond), err)
+		case rep.Safe() || !wait:
+			printReport(stdout, of.flow, rep)
+			if !rep.Safe() {
+				_, _ = fmt.Fprintln(stdout, "NOT SAFE to switch consumers yet")
+				return exitFailure
+			}
+			if wait {
+				_, _ = fmt.Fprintf(stdout, "safe after %s\n", time.Since(start).Round(time.Millisecond))
+			}
+			_, _ = fmt.Fprintln(stdout, "SAFE to switch consumers")
+			return exitOK
+		default:
+			if w := waitSummary(rep); w != waitingFor {
+				waitingFor = w
+				_, _ = fmt.Fprintf(stdout, "%s waiting for: %s\n", time.Since(start).Round(time.Millisecond), w)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if rep, err := checkFailover(context.Background(), of, groups); err == nil {
+				printReport(stdout, of.flow, rep)
+			}
+			_, _ = fmt.Fprintf(stdout, "NOT SAFE to switch consumers after waiting %s\n", time.Since(start).Round(time.Millisecond))
+			return exitFailure
+		case <-time.After(every):
+		}
+	}
+}
+
+// checkFailover loads the offset map and runs the failover check once.
+func checkFailover(ctx context.Context, of *offlineFlow, groups []string) (checkpoint.Report, error) {
 	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return exitFailure
+		return checkpoint.Report{}, err
 	}
-	rep, err := checkpoint.Check(ctx, of.srcAdm, of.tgtAdm, idx, of.sel, of.flow.Source, groups,
+	return checkpoint.Check(ctx, of.srcAdm, of.tgtAdm, idx, of.sel, of.flow.Source, groups,
 		checkpoint.CheckOptions{ReadCommitted: of.flow.SourceIsolationLevel == config.ReadCommitted})
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return exitFailure
-	}
+}
+
+func printReport(w io.Writer, f *config.Flow, rep checkpoint.Report) {
 	for _, g := range rep.Groups {
 		status := "SAFE"
 		if len(g.Failures) > 0 {
 			status = "NOT SAFE"
 		}
-		_, _ = fmt.Fprintf(stdout, "group %s: %s (%d partitions; on %s: state %s, %d members)\n", g.Group, status, g.Partitions, of.flow.Target, g.State, g.Members)
-		for _, f := range g.Failures {
-			_, _ = fmt.Fprintf(stdout, "  %s[%d] -> %s: %s: %s\n", f.Topic, f.Partition, f.RemoteTopic, f.Reason, f.Detail)
+		_, _ = fmt.Fprintf(w, "group %s: %s (%d partitions; on %s: state %s, %d members)\n", g.Group, status, g.Partitions, f.Target, g.State, g.Members)
+		for _, fl := range g.Failures {
+			_, _ = fmt.Fprintf(w, "  %s[%d] -> %s: %s: %s\n", fl.Topic, fl.Partition, fl.RemoteTopic, fl.Reason, fl.Detail)
 		}
 	}
-	if !rep.Safe() {
-		_, _ = fmt.Fprintln(stdout, "NOT SAFE to switch consumers yet")
-		return exitFailure
+}
+
+// waitSummary says in one line what a report that is not safe waits for:
+// per group, each reason with the number of partitions it holds back.
+func waitSummary(rep checkpoint.Report) string {
+	if len(rep.Groups) == 0 {
+		return "no group to check"
 	}
-	_, _ = fmt.Fprintln(stdout, "SAFE to switch consumers")
-	return exitOK
+	var parts []string
+	for _, g := range rep.Groups {
+		if len(g.Failures) == 0 {
+			continue
+		}
+		counts := make(map[checkpoint.FailureReason]int)
+		var order []checkpoint.FailureReason
+		for _, f := range g.Failures {
+			if counts[f.Reason] == 0 {
+				order = append(order, f.Reason)
+			}
+			counts[f.Reason]++
+		}
+		var rs []string
+		for _, r := range order {
+			rs = append(rs, fmt.Sprintf("%s (%d)", r, counts[r]))
+		}
+		parts = append(parts, fmt.Sprintf("group %s: %s", g.Group, strings.Join(rs, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // multiFlag collects a repeatable string flag.

@@ -1,0 +1,407 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/policy"
+)
+
+// The exact group-offset sync (mm2go.sync.group.offsets.mode = exact, the
+// default) gives a target group offsets only when a consumer may safely
+// start from them:
+//
+//   - while the source group has members (any state but Empty or Dead), the
+//     target group gets no translated offsets, and offsets this sync
+//     committed earlier are deleted again (only where the target group is
+//     empty and still holds exactly what the sync committed);
+//   - once the source group is empty, its current committed offsets (read
+//     at that moment, never an older checkpoint) are translated and
+//     committed into the empty target group, partition by partition as soon
+//     as replication has passed them (a translation in mode beyond waits),
+//     never rewinding what the target group has.
+//
+// A consumer switched to the target at any moment therefore finds either no
+// offset (with auto.offset.reset=none it fails and is restarted) or the
+// exact one, never a stale one. The source group's state is polled every
+// mm2go.sync.group.offsets.watch.interval.ms with one ListGroups request per
+// source broker; only groups that are empty have their offsets fetched
+// (batched per coordinator), and the target is asked only about groups
+// whose source offsets changed, whose state changed, or whose last round
+// left something to do; every sync.group.offsets.interval.seconds every
+// group is looked at again.
+//
+// What the rule cannot see: a group whose consumers commit without joining
+// it (assign() with a group.id) is always empty, so its current commit is
+// synced at every round and a consumer switched while the source consumer
+// still commits re-reads what it consumed after that round; and a source
+// group that is empty only for a moment (every member restarted at once)
+// gets the exact offsets of that moment, removed again when it has members.
+
+// syncMarker is the commit metadata of offsets the exact sync commits when
+// the source commit carries none; with it, and with what the process
+// remembers committing, the sync recognizes its own offsets and removes
+// them while the source group has members.
+func syncMarker(flow string) string { return "mm2go-sync:" + flow }
+
+// switchState is what the exact sync remembers between rounds. Only the
+// watch loop touches it.
+type switchState struct {
+	// active holds, per source group, whether it had members at the last
+	// round; a group seen with members for the first time has its target
+	// offsets cleaned up.
+	active map[string]bool
+	// done holds, per empty source group, the fingerprint of the source
+	// offsets whose translations are all in the target group, and when.
+	done map[string]doneAt
+	// ours holds the offsets the sync committed per target group.
+	ours map[string]map[TopicPartition]int64
+}
+
+type doneAt struct {
+	fingerprint string
+	at          time.Time
+}
+
+func newSwitchState() *switchState {
+	return &switchState{active: map[string]bool{}, done: map[string]doneAt{}, ours: map[string]map[TopicPartition]int64{}}
+}
+
+// switchPlan is what one round does to one target group.
+type switchPlan struct {
+	// wants are the offsets to commit unless the group has them or more.
+	wants []wantOffset
+	// pending are the source partitions whose translation waits for
+	// replication (mode beyond).
+	pending []GroupOffset
+	// untranslated counts partitions the offset map knows nothing of.
+	untranslated int
+}
+
+// planSwitch translates the current commits of an empty source group (only
+// those on topics sel replicates) into the offsets to commit on the target:
+// exact, gap, before and approximate translations are wanted, beyond ones
+// are pending. With local, the local topics of the remote topics are
+// initialized at their log start (starts) where the group has no offset on
+// them. Translations that other producers' records on the target would make
+// skip records are lowered to the first of them (noLoss). marker is the
+// metadata for commits whose source commit has none.
+func planSwitch(idx *Index, sel policy.TopicSelector, source string, src, tgt kadm.OffsetResponses, local bool, starts map[string]map[int32]int64, marker string) switchPlan {
+	var p switchPlan
+	var remotes []string
+	for _, o := range translateFetched(idx, sel, source, src, "") {
+		switch {
+		case !o.Known:
+			p.untranslated++
+			continue
+		case o.Translation.Mode == ModeBeyond:
+			p.pending = append(p.pending, o)
+			continue
+		}
+		off := o.Translation.Downstream
+		if f, moved := noLoss(idx, TopicPartition{o.Topic, o.Partition}, off, currentOffset(tgt, o.RemoteTopic, o.Partition)); moved {
+			off = f
+		}
+		md := o.Metadata
+		if md == "" {
+			md = marker
+		}
+		p.wants = append(p.wants, wantOffset{topic: o.RemoteTopic, partition: o.Partition, offset: off, metadata: md})
+		remotes = append(remotes, o.RemoteTopic)
+	}
+	if local {
+		p.wants = append(p.wants, localInits(sel.Policy, source, remotes, starts, tgt)...)
+	}
+	return p
+}
+
+// removals returns the partitions of remote topics of the flow on which
+// the target group holds an offset the sync committed: its metadata is
+// marker, or it is exactly what ours says the sync committed.
+func removals(p policy.Policy, source string, sel policy.TopicSelector, tgt kadm.OffsetResponses, ours map[TopicPartition]int64, marker string) kadm.TopicsSet {
+	out := make(kadm.TopicsSet)
+	tgt.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil || o.At < 0 {
+			return
+		}
+		up, ok := upstreamOf(p, source, o.Topic)
+		if !ok || !sel.ShouldReplicate(up) {
+			return
+		}
+		mine, remembered := ours[TopicPartition{o.Topic, o.Partition}]
+		if o.Metadata == marker || (remembered && mine == o.At) {
+			out.Add(o.Topic, o.Partition)
+		}
+	})
+	return out
+}
+
+// fingerprint names the replicated commits of a group: equal fingerprints,
+// equal commits.
+func fingerprint(sel policy.TopicSelector, offs kadm.OffsetResponses) string {
+	var parts []string
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 && sel.ShouldReplicate(o.Topic) {
+			parts = append(parts, fmt.Sprintf("%s/%d=%d", o.Topic, o.Partition, o.At))
+		}
+	})
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// watch is one round of the exact group-offset sync (see the top of this
+// file).
+func (c *Checkpointer) watch(ctx context.Context) {
+	actx, cancel := context.WithTimeout(ctx, c.o.Flow.AdminTimeout)
+	defer cancel()
+	listed, err := c.o.SourceAdmin.ListGroups(actx)
+	if err != nil {
+		c.fail(ctx, reasonOf(err, reasonGroupList), "list source groups; group offsets synced at the next round", err)
+		return
+	}
+	sw := c.sw
+	var empty, newlyActive []string
+	seen := make(map[string]bool)
+	for name, l := range listed {
+		if !isConsumerGroup(l) || !c.groupsF.Match(name) || l.State == groupStateDead {
+			continue
+		}
+		seen[name] = true
+		if l.State == groupStateEmpty {
+			empty = append(empty, name)
+			continue
+		}
+		delete(sw.done, name)
+		if !sw.active[name] {
+			newlyActive = append(newlyActive, name)
+		}
+	}
+	for g := range sw.active {
+		if !seen[g] {
+			delete(sw.active, g)
+			delete(sw.done, g)
+		}
+	}
+	for _, g := range empty {
+		sw.active[g] = false
+	}
+	sort.Strings(empty)
+	sort.Strings(newlyActive)
+
+	src := make(map[string]kadm.OffsetResponses)
+	var work []string
+	if len(empty) > 0 {
+		fetched := c.o.SourceAdmin.FetchManyOffsets(actx, empty...)
+		for _, g := range empty {
+			r, ok := fetched[g]
+			switch {
+			case !ok:
+				c.fail(ctx, reasonOffsetFetch, "fetch source group offsets; synced at the next round", errGroupMissing, zap.String("group", g))
+				continue
+			case errors.Is(r.Err, kerr.GroupIDNotFound):
+				continue
+			case r.Err != nil:
+				c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch source group offsets; synced at the next round", r.Err, zap.String("group", g))
+				continue
+			}
+			fp := fingerprint(c.sel, r.Fetched)
+			if fp == "" {
+				continue // nothing on a replicated topic
+			}
+			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Since(d.at) < c.o.Flow.SyncGroupOffsetsInterval {
+				continue
+			}
+			src[g] = r.Fetched
+			work = append(work, g)
+		}
+	}
+	work = append(work, newlyActive...)
+	if len(work) == 0 {
+		return
+	}
+	desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
+	if err != nil {
+		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
+		return
+	}
+	var idle []string
+	for _, g := range work {
+		switch d := desc[g]; {
+		case d.err != nil:
+			c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
+		case !d.idle():
+			if _, isEmpty := src[g]; isEmpty {
+				c.m.skippedOffsets(c.flow, SkipActive, 1)
+			} else {
+				sw.active[g] = true // consumers run on both sides; nothing of ours to remove while they do
+			}
+			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
+		default:
+			idle = append(idle, g)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	tgt := c.o.TargetAdmin.FetchManyOffsets(actx, idle...)
+	var starts map[string]map[int32]int64
+	if c.o.InitLocalTopics {
+		var remotes []string
+		for _, g := range idle {
+			if offs, ok := src[g]; ok {
+				for _, o := range translateFetched(c.idx, c.sel, c.o.Flow.Source, offs, "") {
+					remotes = append(remotes, o.RemoteTopic)
+				}
+			}
+		}
+		if len(remotes) > 0 {
+			starts, err = localStarts(actx, c.o.TargetAdmin, c.o.Policy, c.o.Flow.Source, remotes)
+			if err != nil {
+				c.fail(ctx, reasonOf(err, reasonTopicList), "list local topics on the target; those not listed are initialized at the next round", err)
+			}
+		}
+	}
+	var committed []string
+	for _, g := range idle {
+		r, ok := tgt[g]
+		switch {
+		case !ok:
+			c.fail(ctx, reasonOffsetFetch, "fetch target group offsets; synced at the next round", errGroupMissing, zap.String("group", g))
+			continue
+		case r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound):
+			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; synced at the next round", r.Err, zap.String("group", g))
+			continue
+		}
+		if offs, isEmpty := src[g]; isEmpty {
+			if c.syncEmpty(actx, g, offs, r.Fetched, starts) {
+				committed = append(committed, g)
+			}
+		} else if c.removeOurs(actx, g, r.Fetched) {
+			sw.active[g] = true
+		}
+	}
+	c.checkJoined(ctx, committed)
+}
+
+// syncEmpty commits the translations of an empty source group's offsets
+// into the idle target group g. It reports whether anything was committed.
+func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.OffsetResponses, starts map[string]map[int32]int64) bool {
+	sw := c.sw
+	sp := planSwitch(c.idx, c.sel, c.o.Flow.Source, src, tgt, c.o.InitLocalTopics, starts, c.marker)
+	c.m.skippedOffsets(c.flow, SkipNotReplicated, len(sp.pending))
+	if len(sp.pending) > 0 {
+		o := sp.pending[0]
+		pos, _ := c.idx.Position(TopicPartition{o.Topic, o.Partition})
+		c.log.Debug("source group is empty; its offsets wait for replication", zap.String("group", g),
+			zap.Int("partitions", len(sp.pending)), zap.String("topic", o.Topic), zap.Int32("partition", o.Partition),
+			zap.Int64("offset", o.SourceOffset), zap.Int64("replicated_to", pos.Next))
+	}
+	// An offset the sync committed for an older commit of the group is
+	// stale where the new commit waits for replication: remove it, so that
+	// no consumer starts from it meanwhile.
+	if stale := c.staleOurs(g, sp.pending, tgt); len(stale) > 0 && !c.deleteOurs(ctx, g, stale, "source group committed offsets replication has not reached yet; older offsets synced into the target group were removed until it has") {
+		return false
+	}
+	c.m.skippedOffsets(c.flow, SkipNotTranslated, sp.untranslated)
+	offsets, applied, skipped := plan(sp.wants, tgt, false)
+	for _, s := range skipped {
+		c.m.skippedOffsets(c.flow, s.Reason, 1)
+	}
+	finished := len(sp.pending) == 0
+	if len(applied) > 0 {
+		ok, becameActive, err := commitOffsets(ctx, c.o.TargetAdmin, g, offsets)
+		switch {
+		case becameActive:
+			c.m.skippedOffsets(c.flow, SkipBecameActive, len(applied))
+			c.log.Info("target group got members before its offsets were committed; the broker refused the commit",
+				zap.String("group", g), zap.Int("offsets", len(applied)))
+			return false
+		case err != nil:
+			finished = false
+			c.fail(ctx, reasonOf(err, reasonCommit), "commit offsets to target group; retried at the next round", err, zap.String("group", g))
+		}
+		done := keepCommitted(applied, ok)
+		if len(done) < len(applied) {
+			finished = false
+		}
+		if sw.ours[g] == nil {
+			sw.ours[g] = make(map[TopicPartition]int64)
+		}
+		for _, a := range done {
+			if !a.LocalInit {
+				sw.ours[g][TopicPartition{a.Topic, a.Partition}] = a.Offset
+			}
+		}
+		if len(done) > 0 {
+			c.m.syncedOffsets(c.flow, len(done))
+			c.log.Info("source group is empty; its final offsets were translated and committed into the target group",
+				zap.String("group", g), zap.Int("offsets", len(done)), zap.Int("waiting_for_replication", len(sp.pending)))
+		}
+		if !finished {
+			return len(done) > 0
+		}
+		sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now()}
+		return len(done) > 0
+	}
+	if finished {
+		sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now()}
+	}
+	return false
+}
+
+// staleOurs returns the target partitions of pending on which the target
+// group holds an offset the sync committed.
+func (c *Checkpointer) staleOurs(g string, pending []GroupOffset, tgt kadm.OffsetResponses) kadm.TopicsSet {
+	mine := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.ours[g], c.marker)
+	out := make(kadm.TopicsSet)
+	for _, o := range pending {
+		if _, ok := mine[o.RemoteTopic][o.Partition]; ok {
+			out.Add(o.RemoteTopic, o.Partition)
+		}
+	}
+	return out
+}
+
+// removeOurs deletes the offsets the sync committed into the idle target
+// group g, whose source group has members again. It reports whether the
+// group is clean.
+func (c *Checkpointer) removeOurs(ctx context.Context, g string, tgt kadm.OffsetResponses) bool {
+	rm := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.ours[g], c.marker)
+	return c.deleteOurs(ctx, g, rm, "source group has members again; offsets synced into the target group while it was empty were removed, so that no consumer starts from them")
+}
+
+// deleteOurs deletes the offsets rm of the target group g, logging why at
+// info level. It reports whether they are gone.
+func (c *Checkpointer) deleteOurs(ctx context.Context, g string, rm kadm.TopicsSet, why string) bool {
+	n := 0
+	for _, ps := range rm {
+		n += len(ps)
+	}
+	if n == 0 {
+		return true
+	}
+	resp, err := c.o.TargetAdmin.DeleteOffsets(ctx, g, rm)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		c.fail(ctx, reasonOf(err, reasonCommit), "remove stale synced offsets from target group; retried at the next round", err, zap.String("group", g))
+		return false
+	}
+	for t, ps := range rm {
+		for p := range ps {
+			delete(c.sw.ours[g], TopicPartition{t, p})
+		}
+	}
+	c.m.removedOffsets(c.flow, n)
+	c.log.Info(why, zap.String("group", g), zap.Int("offsets", n))
+	return true
+}

@@ -1,0 +1,240 @@
+package checkpoint
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/policy"
+)
+
+// offs builds committed offsets: topic -> partition -> offset, with
+// metadata md.
+func offs(md string, byTopic map[string]map[int32]int64) kadm.OffsetResponses {
+	out := make(kadm.OffsetResponses)
+	for t, ps := range byTopic {
+		for p, o := range ps {
+			out.Add(kadm.OffsetResponse{Offset: kadm.Offset{Topic: t, Partition: p, At: o, LeaderEpoch: -1, Metadata: md}})
+		}
+	}
+	return out
+}
+
+// switchIndex is t/0 copied 0..99 to 0..99 and t/1 copied 0..99 to 10..109,
+// both replicated up to upstream 100.
+func switchIndex() *Index {
+	idx := NewIndex(0, nil)
+	for _, r := range []policy.OffsetMapRecord{
+		mseg("t", 0, 0, 99, 0), mpos("t", 0, 100, 100),
+		mseg("t", 1, 0, 99, 10), mpos("t", 1, 100, 110),
+	} {
+		idx.Apply(r)
+	}
+	return idx
+}
+
+func allTopics(t *testing.T) policy.TopicSelector {
+	t.Helper()
+	f, err := policy.NewFilter([]string{"t", "u"}, nil)
+	require.NoError(t, err)
+	return policy.TopicSelector{Policy: defaultPolicy(), Topics: f, TargetAlias: "B"}
+}
+
+func TestPlanSwitch(t *testing.T) {
+	const marker = "mm2go-sync:A->B"
+	type want struct {
+		topic     string
+		partition int32
+		offset    int64
+		metadata  string
+		localInit bool
+	}
+	tests := []struct {
+		name         string
+		src, tgt     kadm.OffsetResponses
+		starts       map[string]map[int32]int64
+		wants        []want
+		pending      []int32 // partitions of t waiting for replication
+		untranslated int
+	}{
+		{
+			name:  "exact translations, marker where the source has no metadata",
+			src:   offs("", map[string]map[int32]int64{"t": {0: 40, 1: 50}}),
+			wants: []want{{"A.t", 0, 40, marker, false}, {"A.t", 1, 60, marker, false}},
+		},
+		{
+			name:  "the source's metadata is kept",
+			src:   offs("app", map[string]map[int32]int64{"t": {1: 100}}),
+			wants: []want{{"A.t", 1, 110, "app", false}},
+		},
+		{
+			name:    "a commit replication has not reached waits",
+			src:     offs("", map[string]map[int32]int64{"t": {0: 100, 1: 101}}),
+			wants:   []want{{"A.t", 0, 100, marker, false}},
+			pending: []int32{1},
+		},
+		{
+			name:         "a partition the offset map does not know is not translated",
+			src:          offs("", map[string]map[int32]int64{"u": {0: 5}}),
+			untranslated: 1,
+		},
+		{
+			name:  "topics the flow does not replicate are left out",
+			src:   offs("", map[string]map[int32]int64{"other": {0: 5}, "t": {0: 1}}),
+			wants: []want{{"A.t", 0, 1, marker, false}},
+		},
+		{
+			name:   "local topics are initialized at their log start once",
+			src:    offs("", map[string]map[int32]int64{"t": {0: 40}}),
+			starts: map[string]map[int32]int64{"t": {0: 3, 1: 0}},
+			wants:  []want{{"A.t", 0, 40, marker, false}, {"t", 0, 3, "", true}, {"t", 1, 0, "", true}},
+		},
+		{
+			name:   "local topics the group has offsets on are not touched",
+			src:    offs("", map[string]map[int32]int64{"t": {0: 40}}),
+			tgt:    offs("", map[string]map[int32]int64{"t": {1: 7}}),
+			starts: map[string]map[int32]int64{"t": {0: 3, 1: 0}},
+			wants:  []want{{"A.t", 0, 40, marker, false}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planSwitch(switchIndex(), allTopics(t), "A", tt.src, tt.tgt, tt.starts != nil, tt.starts, marker)
+			var got []want
+			for _, w := range p.wants {
+				got = append(got, want{w.topic, w.partition, w.offset, w.metadata, w.localInit})
+			}
+			require.Equal(t, tt.wants, got)
+			var pending []int32
+			for _, o := range p.pending {
+				pending = append(pending, o.Partition)
+			}
+			require.Equal(t, tt.pending, pending)
+			require.Equal(t, tt.untranslated, p.untranslated)
+		})
+	}
+}
+
+func TestRemovals(t *testing.T) {
+	const marker = "mm2go-sync:A->B"
+	tests := []struct {
+		name string
+		tgt  kadm.OffsetResponses
+		ours map[TopicPartition]int64
+		want kadm.TopicsSet
+	}{
+		{name: "offsets with the marker", tgt: offs(marker, map[string]map[int32]int64{"A.t": {0: 4, 1: 5}}),
+			want: kadm.TopicsSet{"A.t": {0: {}, 1: {}}}},
+		{name: "offsets a consumer committed since are kept", tgt: offs("", map[string]map[int32]int64{"A.t": {0: 4}}),
+			ours: map[TopicPartition]int64{{"A.t", 0}: 3}, want: kadm.TopicsSet{}},
+		{name: "offsets remembered as the sync's own", tgt: offs("app", map[string]map[int32]int64{"A.t": {0: 4}}),
+			ours: map[TopicPartition]int64{{"A.t", 0}: 4}, want: kadm.TopicsSet{"A.t": {0: {}}}},
+		{name: "local topics and other flows' topics are not touched", tgt: offs(marker, map[string]map[int32]int64{"t": {0: 4}, "C.t": {0: 1}, "A.other": {0: 2}}),
+			want: kadm.TopicsSet{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, removals(defaultPolicy(), "A", allTopics(t), tt.tgt, tt.ours, marker))
+		})
+	}
+}
+
+// TestSwitchSyncNeverCommitsAStaleOffset replays the sequence behind the
+// duplicates of the failover scenario: the source group consumes and
+// commits while a checkpoint of an older commit exists; a consumer started
+// on the target in that window must find no offset (MM2's periodic rule
+// gave it the older commit's translation, and it read the records between
+// the two commits again). Once the source group is empty, its final commit
+// is translated exactly; when it has members again, the offsets are removed.
+func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
+	setup := func(t *testing.T, mode config.GroupSyncMode) (*bed, *Checkpointer, func()) {
+		b, f := syncBed(t) // g committed t = {0: 40, 1: 50} on the source
+		f.GroupSyncMode = mode
+		leave := b.memberOf(b.src, "g", "t", false)
+		c := b.emitted(f, prometheus.NewRegistry(), nil) // a checkpoint of {40, 50} is written
+		return b, c, leave
+	}
+
+	t.Run("periodic (MM2's rule) commits the older commit while the source group consumes", func(t *testing.T) {
+		b, c, _ := setup(t, config.GroupSyncPeriodic)
+		c.sync(context.Background())
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2), "what the switched consumer started from")
+	})
+
+	t.Run("exact", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		ctx := context.Background()
+		c.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2), "no offset while the source group has members")
+
+		// The source consumer commits its final offsets and leaves.
+		leave()
+		commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 70, 1: 80}, "")
+		c.watch(ctx)
+		require.Equal(t, []int64{70, 90}, committed(t, b.dstAdm, "g", "A.t", 2), "the exact translation of the final commit")
+		rs, err := b.dstAdm.FetchOffsets(ctx, "g")
+		require.NoError(t, err)
+		o, _ := rs.Lookup("A.t", 0)
+		require.Equal(t, "mm2go-sync:A->B", o.Metadata)
+		require.Equal(t, 2.0, testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")))
+
+		// Nothing changed: the next round leaves the target alone.
+		c.watch(ctx)
+		require.Equal(t, 2.0, testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")))
+
+		// A consumer starts on the source again: the offsets go.
+		b.memberOf(b.src, "g", "t", false)
+		c.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2))
+		require.Equal(t, 2.0, testutil.ToFloat64(c.m.removed.WithLabelValues("A->B")))
+	})
+
+	t.Run("exact waits for replication to pass the final commit", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		ctx := context.Background()
+		leave()
+		c.watch(ctx)
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+		// The group consumed again (unseen by the sync) and committed
+		// offsets of which t/1's is not replicated yet: the older offset
+		// of t/1 is stale and goes.
+		commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 70, 1: 130}, "")
+		c.watch(ctx)
+		require.Equal(t, []int64{70, -1}, committed(t, b.dstAdm, "g", "A.t", 2), "t/1 is replicated up to 100 only")
+		require.Equal(t, 1.0, skippedCount(c, SkipNotReplicated))
+		require.Equal(t, 1.0, testutil.ToFloat64(c.m.removed.WithLabelValues("A->B")))
+
+		c.idx.Apply(mseg("t", 1, 100, 139, 110))
+		c.idx.Apply(mpos("t", 1, 140, 150))
+		c.watch(ctx)
+		require.Equal(t, []int64{70, 140}, committed(t, b.dstAdm, "g", "A.t", 2))
+	})
+
+	t.Run("exact leaves a target group with members alone", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		ctx := context.Background()
+		leave()
+		tgtLeave := b.member("g", "A.t", false)
+		c.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2))
+		require.Equal(t, 1.0, skippedCount(c, SkipActive))
+		tgtLeave()
+		c.watch(ctx)
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+	})
+
+	t.Run("exact never rewinds what a consumer on the target committed", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		ctx := context.Background()
+		leave()
+		commit(t, b.dstAdm, "g", "A.t", map[int32]int64{0: 95, 1: 5}, "")
+		c.watch(ctx)
+		require.Equal(t, []int64{95, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+		require.Equal(t, 1.0, skippedCount(c, SkipWouldRewind))
+	})
+}

@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The switchover tests run the seed scenario as operators run it, on
+// three-node clusters, with confluent-kafka (librdkafka) producers and
+// consumers driven by testdata/switchover.py: per trial a producer at a
+// steady rate, switched to the target, and a consumer group with
+// auto.offset.reset=none that is switched 0, 1, 2, 5 or 10 s after the
+// producer, with auto-commit or with a synchronous commit after every
+// batch, and restarted every 2 s on the target while it finds no committed
+// offset. Every trial must end with every record received exactly once.
+
+var source3Seeds, target3Seeds []string
+
+func init() {
+	if s := os.Getenv("MM2GO_TEST_SEEDS3"); s != "" {
+		source3Seeds = strings.Split(s, ",")
+	}
+	if s := os.Getenv("MM2GO_TEST_TARGET_SEEDS3"); s != "" {
+		target3Seeds = strings.Split(s, ",")
+	}
+}
+
+// need3 skips the test unless the three-node clusters are configured; with
+// them, python3 and confluent-kafka must be there (no skip).
+func need3(t *testing.T) {
+	t.Helper()
+	needKafka(t)
+	if len(source3Seeds) == 0 || len(target3Seeds) == 0 {
+		t.Skip("MM2GO_TEST_SEEDS3 and MM2GO_TEST_TARGET_SEEDS3 are not set; run the README's test command to start the three-node clusters")
+	}
+	out, err := exec.Command("python3", "-c", "import confluent_kafka; print(confluent_kafka.version())").CombinedOutput()
+	require.NoError(t, err, "python3 with confluent-kafka (pip install confluent-kafka) is needed: %s", out)
+}
+
+// switchTrial is one trial of testdata/switchover.py.
+type switchTrial struct {
+	Name       string  `json:"name"`
+	Topic      string  `json:"topic"`
+	Remote     string  `json:"remote"`
+	Local      string  `json:"local"`
+	Group      string  `json:"group"`
+	Partitions int     `json:"partitions"`
+	Rate       int     `json:"rate"`
+	Delay      float64 `json:"delay"`
+	Commit     string  `json:"commit"`
+	Identity   bool    `json:"identity"`
+}
+
+// switchResult is what testdata/switchover.py reports of a trial.
+type switchResult struct {
+	Name             string   `json:"name"`
+	Produced         int      `json:"produced"`
+	ProducedOnSource int      `json:"produced_on_source"`
+	Received         int      `json:"received"`
+	Missing          int      `json:"missing"`
+	Duplicated       int      `json:"duplicated"`
+	Unexpected       int      `json:"unexpected"`
+	MissingSample    []string `json:"missing_sample"`
+	DuplicatedSample []any    `json:"duplicated_sample"`
+	Restarts         int      `json:"restarts"`
+	SyncSeconds      *float64 `json:"sync_seconds"`
+	Errors           []string `json:"errors"`
+}
+
+// switchSuite is one mm2go configuration the trials run under.
+type switchSuite struct {
+	name     string
+	identity bool // IdentityReplicationPolicy: the producers write into the replicated topic
+	kill     bool // mm2go is SIGKILLed and restarted every few seconds throughout
+}
+
+// switchReps is how often each combination of switch delay, commit mode
+// and rate runs (MM2GO_SWITCHOVER_REPS, default 5).
+func switchReps(t *testing.T) int {
+	t.Helper()
+	if s := os.Getenv("MM2GO_SWITCHOVER_REPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "MM2GO_SWITCHOVER_REPS")
+		return n
+	}
+	return 5
+}
+
+func TestIntegrationSwitchover(t *testing.T) {
+	need3(t)
+	for _, s := range []switchSuite{
+		{name: "default policy"},
+		{name: "identity policy", identity: true},
+		{name: "mm2go SIGKILLed during the switch", kill: true},
+	} {
+		t.Run(s.name, func(t *testing.T) { runSwitchSuite(t, s, switchReps(t)) })
+	}
+}
+
+func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
+	id := uid(t)
+	src, dst := "p"+id, "s"+id
+	e := &env{t: t, id: id, src: src, dst: dst, dir: t.TempDir()}
+	srcAdm, dstAdm := admin3(t, source3Seeds), admin3(t, target3Seeds)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const partitions = 6
+	var trials []switchTrial
+	n := 0
+	for _, rate := range []int{50, 2000} {
+		for _, delay := range []float64{0, 1, 2, 5, 10} {
+			for _, commitMode := range []string{"auto", "manual"} {
+				for r := 0; r < reps; r++ {
+					topic := fmt.Sprintf("sw%s-%d", id, n)
+					tr := switchTrial{
+						Name:  fmt.Sprintf("%d/%drps/%gs/%s/%d", n, rate, delay, commitMode, r),
+						Topic: topic, Remote: src + "." + topic, Local: topic,
+						Group: fmt.Sprintf("g%s-%d", id, n), Partitions: partitions,
+						Rate: rate, Delay: delay, Commit: commitMode, Identity: s.identity,
+					}
+					if s.identity {
+						tr.Remote = topic
+					}
+					trials = append(trials, tr)
+					n++
+				}
+			}
+		}
+	}
+	if only := os.Getenv("MM2GO_SWITCHOVER_ONLY"); only != "" {
+		trials = slices.DeleteFunc(trials, func(tr switchTrial) bool { return !strings.Contains(tr.Name, only) })
+	}
+	var topics []string
+	for _, tr := range trials {
+		topics = append(topics, tr.Topic)
+	}
+	createTopics(ctx, t, srcAdm, partitions, topics)
+	if !s.identity {
+		createTopics(ctx, t, dstAdm, partitions, topics) // the local topics the producers switch to
+	}
+	// The groups start at the log start on the source, as an operator
+	// resets them for consumers with auto.offset.reset=none.
+	for _, tr := range trials {
+		offs := make(kadm.Offsets)
+		for p := range int32(partitions) {
+			offs.Add(kadm.Offset{Topic: tr.Topic, Partition: p, At: 0, LeaderEpoch: -1})
+		}
+		require.NoError(t, srcAdm.CommitAllOffsets(ctx, tr.Group, offs))
+	}
+
+	flow := src + "->" + dst
+	lines := []string{
+		"clusters = " + src + ", " + dst,
+		copyModeLine(),
+		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
+		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
+		flow + ".enabled = true",
+		flow + ".topics = sw" + id + "-.*",
+		flow + ".groups = g" + id + "-.*",
+		dst + "->" + src + ".enabled = false",
+		// The seed scenario's file (README, failover runbook).
+		"sync.group.offsets.enabled = true",
+		"emit.checkpoints.interval.seconds = 5",
+		"sync.group.offsets.interval.seconds = 5",
+		"refresh.groups.interval.seconds = 60",
+		// The clusters are shared with other tests.
+		"heartbeats.replication.enabled = false",
+		"emit.heartbeats.enabled = false",
+	}
+	if s.identity {
+		lines = append(lines, "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
+	}
+	cfg := filepath.Join(e.dir, "mm2.properties")
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	var mu sync.Mutex
+	args := mmArgs(cfg)
+	if lvl := os.Getenv("MM2GO_SWITCHOVER_LOG_LEVEL"); lvl != "" {
+		args = append(args, "--log.level", lvl)
+	}
+	mm := e.start(args...)
+	remotes := make([]string, 0, len(trials))
+	for _, tr := range trials {
+		remotes = append(remotes, tr.Remote)
+	}
+	eventually(t, time.Minute, "remote topics created", func() bool {
+		md, err := dstAdm.ListTopics(ctx, remotes...)
+		return err == nil && len(md) == len(remotes) && md.Error() == nil
+	})
+
+	stopKills := make(chan struct{})
+	killsDone := make(chan int)
+	if s.kill {
+		go func() {
+			kills := 0
+			defer func() { killsDone <- kills }()
+			for {
+				select {
+				case <-stopKills:
+					return
+				case <-time.After(4 * time.Second):
+				}
+				mu.Lock()
+				_ = mm.cmd.Process.Signal(syscall.SIGKILL)
+				<-mm.done
+				kills++
+				time.Sleep(300 * time.Millisecond)
+				mm = e.start(args...)
+				mu.Unlock()
+			}
+		}()
+	}
+
+	start := time.Now()
+	results := runSwitchTrials(t, trials, switchConcurrency(t))
+	if s.kill {
+		close(stopKills)
+		t.Logf("mm2go was SIGKILLed and restarted %d times during the trials", <-killsDone)
+	}
+	t.Logf("%d trials in %s", len(results), time.Since(start).Round(time.Second))
+
+	byName := make(map[string]switchTrial)
+	for _, tr := range trials {
+		byName[tr.Name] = tr
+	}
+	syncs := make(map[int][]float64)
+	for _, r := range results {
+		tr := byName[r.Name]
+		require.Emptyf(t, r.Errors, "trial %s", r.Name)
+		require.Greaterf(t, r.ProducedOnSource, 0, "trial %s produced nothing on the source", r.Name)
+		require.Greaterf(t, r.Produced, r.ProducedOnSource, "trial %s produced nothing on the target", r.Name)
+		require.Zerof(t, r.Missing, "trial %s: %d of %d records missing, e.g. %v", r.Name, r.Missing, r.Produced, r.MissingSample)
+		require.Zerof(t, r.Duplicated, "trial %s: %d records received twice, e.g. %v", r.Name, r.Duplicated, r.DuplicatedSample)
+		require.Zerof(t, r.Unexpected, "trial %s", r.Name)
+		require.NotNilf(t, r.SyncSeconds, "trial %s: the target group never got offsets", r.Name)
+		syncs[tr.Rate] = append(syncs[tr.Rate], *r.SyncSeconds)
+	}
+	require.Len(t, results, len(trials))
+	for _, rate := range []int{50, 2000} {
+		p50, p99, mx := percentiles(syncs[rate])
+		t.Logf("%s, %d records/s: final commit on the source to offsets on every partition of the target group: p50 %.2fs p99 %.2fs max %.2fs over %d trials",
+			s.name, rate, p50, p99, mx, len(syncs[rate]))
+		// The figure depends on the machine's load (the test bed's eight
+		// brokers share its cores with the trials): it is asserted only
+		// when asked for, in the measuring run (README, "Failover").
+		if limit := os.Getenv("MM2GO_SWITCHOVER_MAX_P99"); limit != "" && !s.kill {
+			l, err := strconv.ParseFloat(limit, 64)
+			require.NoError(t, err, "MM2GO_SWITCHOVER_MAX_P99")
+			require.LessOrEqualf(t, p99, l, "p99 of the time to a safe switch at %d records/s", rate)
+		}
+	}
+}
+
+// admin3 is an admin client of a three-node cluster.
+func admin3(t *testing.T, seeds []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// createTopics creates topics with partitions each and the cluster's
+// default replication factor.
+func createTopics(ctx context.Context, t *testing.T, adm *kadm.Client, partitions int32, topics []string) {
+	t.Helper()
+	resps, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	require.NoError(t, err)
+	require.NoError(t, resps.Error())
+}
+
+// runSwitchTrials runs testdata/switchover.py on trials, concurrency at a
+// time, and returns its results.
+func runSwitchTrials(t *testing.T, trials []switchTrial, concurrency int) []switchResult {
+	t.Helper()
+	spec, err := json.Marshal(map[string]any{
+		"source":      strings.Join(source3Seeds, ","),
+		"target":      strings.Join(target3Seeds, ","),
+		"concurrency": concurrency,
+		"verbose":     os.Getenv("MM2GO_SWITCHOVER_LOG_LEVEL") != "",
+		"trials":      trials,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", filepath.Join("testdata", "switchover.py"))
+	cmd.Stdin = bytes.NewReader(spec)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var results []switchResult
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var r switchResult
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), "result line %q", sc.Text())
+		results = append(results, r)
+	}
+	err = cmd.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("switchover.py:\n%s", stderr.String())
+		}
+	})
+	require.NoError(t, err, "switchover.py:\n%s", stderr.String())
+	return results
+}
+
+// percentiles returns the median, the 99th percentile (nearest rank) and
+// the maximum of xs.
+func percentiles(xs []float64) (p50, p99, maxv float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	rank := func(q float64) float64 {
+		i := int(q*float64(len(s))+0.999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return rank(0.5), rank(0.99), s[len(s)-1]
+}
+
+// switchConcurrency is how many trials run at once
+// (MM2GO_SWITCHOVER_CONCURRENCY, default 10).
+func switchConcurrency(t *testing.T) int {
+	t.Helper()
+	if s := os.Getenv("MM2GO_SWITCHOVER_CONCURRENCY"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "MM2GO_SWITCHOVER_CONCURRENCY")
+		return n
+	}
+	return 10
+}

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Failover trials of the seed scenario with clients that are not franz-go.
+
+Each trial is one topic, one producer and one consumer group, all with
+confluent-kafka (librdkafka):
+
+1. The producer writes records with unique values to the source topic at a
+   steady rate; the consumer group reads it on the source with
+   auto.offset.reset=error (Kafka's "none") and auto-commit or a synchronous
+   commit after every batch.
+2. At the switch the producer moves to the target (default policy: the local
+   topic at once; identity policy: the same topic once replication has
+   copied everything it wrote on the source, as the README's runbook says).
+3. `delay` seconds later the consumer closes on the source (its final
+   commit) and starts on the target, subscribed to the remote and the local
+   topic. Whenever it finds no committed offset it is closed and started
+   again `restart_delay` seconds later, as Kubernetes restarts a crashing
+   consumer.
+4. The producer stops `tail` seconds after the consumer switched; the
+   consumer runs until it received every record produced, or `deadline`.
+
+The spec is a JSON document on stdin: {"source": BOOTSTRAP, "target":
+BOOTSTRAP, "concurrency": N, "trials": [{"name", "topic", "remote",
+"local", "group", "partitions", "rate", "delay", "commit": "auto"|"manual",
+"identity": bool}, ...]}. The result, one JSON object per trial on stdout,
+says what was produced, received, missing and duplicated, and when the
+target group had an offset on every partition after the final commit on the
+source. Progress goes to stderr.
+"""
+
+import faulthandler
+import json
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupTopicPartitions
+
+WARM = 3.0           # seconds of traffic on the source before the switch
+TAIL = 3.0           # seconds the producer goes on after the consumer switched
+RESTART_DELAY = 2.0  # seconds between a failed consumer and its restart
+DEADLINE = 90.0      # seconds after the producer stopped for the consumer to finish
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S") + ".%03d" % (time.time() % 1 * 1000), *args, file=sys.stderr, flush=True)
+
+
+class Producing:
+    """A producer thread that can be moved from one cluster to the other."""
+
+    def __init__(self, spec, trial):
+        self.spec, self.t = spec, trial
+        self.sent = set()
+        self.lock = threading.Lock()
+        self.switch = threading.Event()
+        self.stop = threading.Event()
+        self.errors = []
+        self.source_sent = 0
+        self.switched_at = None
+        self.on_target = threading.Event()
+        self.on_target_at = None
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def _delivered(self, err, msg):
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        with self.lock:
+            self.sent.add(msg.value())
+
+    def _producer(self, bootstrap):
+        return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 10, "client.id": "switchover-" + self.t["name"]})
+
+    def _write(self, p, topic, seq):
+        value = ("%s:%d" % (self.t["name"], seq)).encode()
+        p.produce(topic, value=value, key=str(seq).encode(), partition=seq % self.t["partitions"],
+                  on_delivery=self._delivered)
+
+    def _paced(self, p, topic, seq, until):
+        """Writes at the trial's rate, every 10 ms what is due, until set."""
+        start, n = time.monotonic(), 0
+        while not until.wait(0.01):
+            due = int((time.monotonic() - start) * self.t["rate"]) - n
+            for _ in range(max(0, due)):
+                self._write(p, topic, seq)
+                seq += 1
+                n += 1
+            p.poll(0)
+        return seq
+
+    def run(self):
+        try:
+            src = self._producer(self.spec["source"])
+            seq = self._paced(src, self.t["topic"], 0, self.switch)
+            if src.flush(30) != 0:
+                self.errors.append("source producer did not flush")
+            self.source_sent = seq
+            self.switched_at = time.time()
+            if self.t["identity"]:
+                wait_replicated(self.spec, self.t)
+            dst = self._producer(self.spec["target"])
+            self.on_target_at = time.time()
+            self.on_target.set()
+            self._paced(dst, self.t["local"], seq, self.stop)
+            if dst.flush(30) != 0:
+                self.errors.append("target producer did not flush")
+        except Exception:
+            self.errors.append(traceback.format_exc())
+        finally:
+            self.on_target.set()
+
+
+def ends(c, topic, partitions):
+    return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(partitions)]
+
+
+def wait_replicated(spec, t):
+    """Identity policy: wait until the target topic holds what the source has."""
+    conf = {"group.id": "switchover-watermarks", "enable.auto.commit": False}
+    src = Consumer(dict(conf, **{"bootstrap.servers": spec["source"]}))
+    dst = Consumer(dict(conf, **{"bootstrap.servers": spec["target"]}))
+    try:
+        want = ends(src, t["topic"], t["partitions"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if ends(dst, t["remote"], t["partitions"]) == want:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("replication did not catch up with %s within 60 s" % want)
+    finally:
+        src.close()
+        dst.close()
+
+
+class Consuming:
+    def __init__(self, spec, trial):
+        self.spec, self.t = spec, trial
+        self.received = []  # (value, cluster, topic, partition, offset)
+        self.restarts = 0
+        self.errors = []
+
+    def _consumer(self, bootstrap):
+        conf = {"bootstrap.servers": bootstrap, "group.id": self.t["group"], "auto.offset.reset": "error",
+                "client.id": "switchover-" + self.t["name"], "session.timeout.ms": 10000,
+                "enable.auto.commit": self.t["commit"] == "auto"}
+        return Consumer(conf)
+
+    def _batch(self, c, cluster):
+        """One poll; returns False when the consumer must be restarted."""
+        msgs = c.consume(num_messages=500, timeout=0.2)
+        got, no_offset = False, False
+        # Every message of the batch counts, also those after an error:
+        # their offsets are stored, and auto-commit commits them at close.
+        for m in msgs:
+            if m.error() is not None:
+                if m.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                    no_offset = True
+                elif m.error().code() != KafkaError._PARTITION_EOF:
+                    self.errors.append("%s: %s" % (cluster, m.error()))
+                continue
+            self.received.append((m.value(), cluster, m.topic(), m.partition(), m.offset()))
+            got = True
+        if got and self.t["commit"] == "manual":
+            try:
+                c.commit(asynchronous=False)
+            except Exception as e:  # a commit that fails is retried with the next batch
+                self.errors.append("commit on %s: %s" % (cluster, e))
+        return not no_offset
+
+    def on_source(self, until):
+        c = self._consumer(self.spec["source"])
+        c.subscribe([self.t["topic"]])
+        while not until.is_set():
+            if not self._batch(c, "source"):
+                self.errors.append("no committed offset on the source")
+                break
+        if self.t["commit"] == "manual":
+            try:
+                c.commit(asynchronous=False)
+            except Exception as e:
+                if "NO_OFFSET" not in str(e):
+                    self.errors.append("final commit: %s" % e)
+        c.close()  # auto-commit commits here; the consumer leaves the group
+        return time.time()
+
+    def on_target(self, done):
+        topics = [self.t["remote"]] if self.t["identity"] else [self.t["remote"], self.t["local"]]
+        while not done():
+            c = self._consumer(self.spec["target"])
+            c.subscribe(topics)
+            ok = True
+            while ok and not done():
+                ok = self._batch(c, "target")
+            c.close()
+            if not ok:
+                self.restarts += 1
+                if self.spec.get("verbose"):
+                    log("%s: no committed offset on the target; consumer closed, restarting in %gs" % (self.t["name"], RESTART_DELAY))
+                time.sleep(RESTART_DELAY)
+
+
+def offsets_on_every_partition(admin, t):
+    req = [ConsumerGroupTopicPartitions(t["group"], [TopicPartition(t["remote"], p) for p in range(t["partitions"])])]
+    res = admin.list_consumer_group_offsets(req)[t["group"]].result(timeout=10)
+    return all(tp.offset >= 0 for tp in res.topic_partitions)
+
+
+def trial(spec, t):
+    prod, cons = Producing(spec, t), Consuming(spec, t)
+    prod.thread.start()
+    on_source_until = threading.Event()
+    timer = threading.Timer(WARM, prod.switch.set)
+    timer.start()
+    result = {"name": t["name"]}
+    try:
+        # The consumer leaves the source `delay` seconds after the producer.
+        def leave_source():
+            prod.switch.wait()
+            time.sleep(t["delay"])
+            on_source_until.set()
+        threading.Thread(target=leave_source, daemon=True).start()
+        final_commit = cons.on_source(on_source_until)
+        if spec.get("verbose"):
+            log("%s: consumer closed on the source (final commit)" % t["name"])
+
+        # Time from the final commit until the target group has an offset
+        # on every partition of the remote topic.
+        admin = AdminClient({"bootstrap.servers": spec["target"]})
+        synced = {}
+
+        def watch():
+            while time.time() - final_commit < 60:
+                try:
+                    if offsets_on_every_partition(admin, t):
+                        synced["at"] = time.time()
+                        return
+                except Exception:
+                    pass
+                time.sleep(0.1)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+
+        stop_at = [None]
+
+        def done():
+            if stop_at[0] is None and prod.on_target.is_set() and time.time() - max(final_commit, prod.on_target_at or 0) >= TAIL:
+                prod.stop.set()
+                prod.thread.join()
+                stop_at[0] = time.time()
+            if stop_at[0] is None:
+                return False
+            if time.time() - stop_at[0] > DEADLINE:
+                return True
+            with prod.lock:
+                want = len(prod.sent)
+            return len({r[0] for r in cons.received}) >= want and watcher_done()
+
+        def watcher_done():
+            return not watcher.is_alive()
+
+        cons.on_target(done)
+        watcher.join()
+        sent = prod.sent
+        seen = {}
+        for r in cons.received:
+            seen.setdefault(r[0], []).append(r)
+        missing = sorted(v.decode() for v in sent - set(seen))
+        dups = sorted((v.decode(), [list(x[1:]) for x in rs]) for v, rs in seen.items() if len(rs) > 1)
+        extra = sorted(v.decode() for v in set(seen) - sent)
+        result.update({
+            "produced": len(sent), "produced_on_source": prod.source_sent, "received": len(cons.received),
+            "missing": len(missing), "duplicated": len(dups), "unexpected": len(extra),
+            "missing_sample": missing[:5], "duplicated_sample": dups[:5],
+            "restarts": cons.restarts,
+            "sync_seconds": round(synced["at"] - final_commit, 3) if "at" in synced else None,
+            "final_commit_at": final_commit,
+            "errors": prod.errors + cons.errors,
+        })
+    except Exception:
+        result["errors"] = [traceback.format_exc()]
+    finally:
+        timer.cancel()
+        prod.switch.set()
+        prod.stop.set()
+    return result
+
+
+def main():
+    faulthandler.enable()
+    spec = json.load(sys.stdin)
+    trials = spec["trials"]
+    log("running %d trials, %d at a time" % (len(trials), spec.get("concurrency", 8)))
+    # One process per trial: librdkafka clients of many trials in one
+    # interpreter share its GIL, and a crash takes one trial, not all.
+    with ProcessPoolExecutor(max_workers=spec.get("concurrency", 8)) as pool:
+        futures = [pool.submit(trial, spec, t) for t in trials]
+        for f in futures:
+            r = f.result()
+            log("%s: produced %s, missing %s, duplicated %s, restarts %s, sync %s s%s" % (
+                r["name"], r.get("produced"), r.get("missing"), r.get("duplicated"), r.get("restarts"),
+                r.get("sync_seconds"), (", errors: %s" % r["errors"][:2]) if r.get("errors") else ""))
+            print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
