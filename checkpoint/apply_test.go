@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -153,4 +154,33 @@ func TestLocalTopic(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestLastCheckpointsWithoutTheSource is the disaster path: the source
+// cluster is gone, and the group's last checkpoints, read from the target
+// alone, are committed into the target group.
+func TestLastCheckpointsWithoutTheSource(t *testing.T) {
+	b, f := syncBed(t) // g committed t = {0: 40, 1: 50} -> A.t = {0: 40, 1: 60}
+	c := b.emitted(f, nil, nil)
+	// A later commit that was never checkpointed: it is lost with the source.
+	commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 45}, "")
+	b.src.Close()
+
+	reader := b.client(b.dst, itopic.ReaderOpts()...)
+	offs, newest, err := LastCheckpoints(context.Background(), reader, c.cpTopic, defaultPolicy(), "A", "g")
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), newest, time.Minute)
+	require.Equal(t, []GroupOffset{
+		{Topic: "t", Partition: 0, RemoteTopic: "A.t", SourceOffset: 40, Metadata: "m", Translation: Translation{40, 40, ModeCheckpoint}, Known: true},
+		{Topic: "t", Partition: 1, RemoteTopic: "A.t", SourceOffset: 50, Metadata: "m", Translation: Translation{50, 60, ModeCheckpoint}, Known: true},
+	}, offs)
+
+	res, err := Apply(context.Background(), b.dstAdm, "g", offs, ApplyOptions{})
+	require.NoError(t, err)
+	require.Len(t, res.Committed, 2)
+	require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+
+	none, _, err := LastCheckpoints(context.Background(), reader, c.cpTopic, defaultPolicy(), "A", "other")
+	require.NoError(t, err)
+	require.Empty(t, none)
 }

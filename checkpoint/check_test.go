@@ -50,6 +50,7 @@ func TestCheck(t *testing.T) {
 		source map[string]map[int32]int64 // committed on the source
 		target map[string]map[int32]int64 // committed on the target
 		member string                     // a live member on this target topic
+		srcMem string                     // a live member on this source topic
 	}
 	groups := map[string]setup{
 		"safe":    {source: map[string]map[int32]int64{"ok": {0: 7}}, target: map[string]map[int32]int64{"A.ok": {0: 7}}},
@@ -61,6 +62,7 @@ func TestCheck(t *testing.T) {
 		"beyond":  {source: map[string]map[int32]int64{"ok": {0: 12}}, target: map[string]map[int32]int64{"A.ok": {0: 10}}},
 		"nothing": {source: map[string]map[int32]int64{"other": {0: 1}}},
 		"txn":     {source: map[string]map[int32]int64{"txn": {0: 0}}, target: map[string]map[int32]int64{"A.txn": {0: 0}}},
+		"srcbusy": {source: map[string]map[int32]int64{"ok": {0: 7}}, target: map[string]map[int32]int64{"A.ok": {0: 7}}, srcMem: "ok"},
 	}
 	var names []string
 	for g, s := range groups {
@@ -73,6 +75,9 @@ func TestCheck(t *testing.T) {
 		}
 		if s.member != "" {
 			b.member(g, s.member, false)
+		}
+		if s.srcMem != "" {
+			b.memberOf(b.src, g, s.srcMem, false)
 		}
 	}
 
@@ -103,6 +108,7 @@ func TestCheck(t *testing.T) {
 		"beyond":  {{"ok", 0, ReasonInexact}},
 		"nothing": {{"", -1, ReasonNoSourceOffsets}},
 		"txn":     nil,
+		"srcbusy": {{"", -1, ReasonSourceActive}},
 	}
 
 	t.Run("read_committed", func(t *testing.T) {
@@ -115,7 +121,7 @@ func TestCheck(t *testing.T) {
 				require.Equal(t, want[gc.Group], reasons(gc))
 			})
 		}
-		require.Len(t, rep.Failures(), 8)
+		require.Len(t, rep.Failures(), 9)
 	})
 
 	t.Run("read_uncommitted compares with the high watermark", func(t *testing.T) {

@@ -109,28 +109,27 @@ func runCmd(t *testing.T, args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// waitFailoverCheck runs `mm2go failover check` until it exits 0 and
-// returns how long that took. On timeout it fails the test with the last
-// output of the check and of `mm2go offsets translate`.
+// waitFailoverCheck runs `mm2go failover check --wait` until it exits 0
+// and returns how long that took. On timeout it fails the test with the
+// check's output and that of `mm2go offsets translate`.
 func waitFailoverCheck(t *testing.T, cfg, flow, group string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last string
-	var runs int
-	deadline := start.Add(timeout)
-	for {
-		code, out := runCmd(t, "failover", "check", "-c", cfg, "--flow", flow, "--group", group, "--timeout", "20s")
-		runs++
-		if code == 0 {
-			return time.Since(start)
-		}
-		last = out
-		if time.Now().After(deadline) {
-			_, tr := runCmd(t, "offsets", "translate", "-c", cfg, "--flow", flow, "--group", group, "--timeout", "20s")
-			t.Fatalf("failover check of %s for group %s not safe after %s (%d runs); last output:\n%s\noffsets translate:\n%s", flow, group, timeout, runs, last, tr)
-		}
-		time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "failover", "check", "-c", cfg, "--flow", flow, "--group", group,
+		"--wait", "--timeout", timeout.String()).CombinedOutput()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run mm2go failover check: %v", err)
 	}
+	if err != nil {
+		_, tr := runCmd(t, "offsets", "translate", "-c", cfg, "--flow", flow, "--group", group, "--timeout", "20s")
+		t.Fatalf("failover check --wait of %s for group %s not safe after %s (exit %d); output:\n%s\noffsets translate:\n%s", flow, group, took, ee.ExitCode(), out, tr)
+	}
+	require.Contains(t, string(out), "SAFE to switch consumers")
+	return took
 }
 
 // waitFailoverRefused waits until `failover check` fails for reason only

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # test.sh: the project's whole test suite, as the README's `make test` runs it.
 #
-# Starts the two real Kafka clusters (testbed/env.sh up: jars from Maven Central on the first
-# run, then two single-node KRaft brokers), runs every Go test with the race detector against
-# them (unit, kfake and real-Kafka end-to-end tests alike), then the replicator's and end-to-end
-# tests once more in the batches copy mode, and stops the clusters again.
+# Starts the real Kafka clusters (testbed/env.sh up: jars from Maven Central on the first run,
+# then two single-node KRaft brokers and two three-node clusters), runs every Go test with the
+# race detector against them (unit, kfake and real-Kafka end-to-end tests alike, the switchover
+# trials with confluent-kafka clients included), then the replicator's and end-to-end tests once
+# more in the batches copy mode, and stops the clusters again.
 #
 #   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
 #   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
+#   MM2GO_SWITCHOVER_REPS, MM2GO_SWITCHOVER_CONCURRENCY, MM2GO_SWITCHOVER_MAX_P99
+#                        the switchover trials: repetitions of each combination (1), trials at
+#                        once (4), and a bound on the p99 time to a safe switch (none)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v go >/dev/null || { echo "test.sh: go not found" >&2; exit 1; }
+export MM2GO_SWITCHOVER_CONCURRENCY="${MM2GO_SWITCHOVER_CONCURRENCY:-4}"
 exports="$(testbed/env.sh up)"
 eval "$exports"
 if [[ "${MM2GO_KEEP_KAFKA:-0}" != 1 ]]; then
