@@ -188,6 +188,7 @@ func (c *Checkpointer) watch(ctx context.Context) {
 		if !seen[g] {
 			delete(sw.active, g)
 			delete(sw.done, g)
+			delete(sw.ours, g)
 		}
 	}
 	for _, g := range empty {
@@ -223,31 +224,34 @@ func (c *Checkpointer) watch(ctx context.Context) {
 			work = append(work, g)
 		}
 	}
-	work = append(work, newlyActive...)
-	if len(work) == 0 {
+	if len(work) == 0 && len(newlyActive) == 0 {
 		return
 	}
-	desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
-	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
-		return
-	}
+	// Groups whose source group is empty are described first: commits go
+	// only into idle target groups. Groups that just got members on the
+	// source skip that step, to remove stale offsets one round trip sooner:
+	// the broker itself refuses to delete offsets of a topic the target
+	// group's members are subscribed to.
 	var idle []string
-	for _, g := range work {
-		switch d := desc[g]; {
-		case d.err != nil:
-			c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
-		case !d.idle():
-			if _, isEmpty := src[g]; isEmpty {
+	if len(work) > 0 {
+		desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
+		if err != nil {
+			c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
+			return
+		}
+		for _, g := range work {
+			switch d := desc[g]; {
+			case d.err != nil:
+				c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
+			case !d.idle():
 				c.m.skippedOffsets(c.flow, SkipActive, 1)
-			} else {
-				sw.active[g] = true // consumers run on both sides; nothing of ours to remove while they do
+				c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
+			default:
+				idle = append(idle, g)
 			}
-			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
-		default:
-			idle = append(idle, g)
 		}
 	}
+	idle = append(idle, newlyActive...)
 	if len(idle) == 0 {
 		return
 	}
@@ -392,7 +396,12 @@ func (c *Checkpointer) deleteOurs(ctx context.Context, g string, rm kadm.TopicsS
 	if err == nil {
 		err = resp.Error()
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, kerr.GroupSubscribedToTopic) || errors.Is(err, kerr.NonEmptyGroup):
+		// Consumers of the group run on the target: they own its offsets now.
+		c.log.Debug("target group has members; stale synced offsets left to them", zap.String("group", g), zap.Error(err))
+		return true
+	case err != nil:
 		c.fail(ctx, reasonOf(err, reasonCommit), "remove stale synced offsets from target group; retried at the next round", err, zap.String("group", g))
 		return false
 	}

@@ -40,7 +40,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka import ConsumerGroupTopicPartitions
 
-WARM = 3.0           # seconds of traffic on the source before the switch
+WARM = 5.0           # seconds of traffic on the source before the switch
 TAIL = 3.0           # seconds the producer goes on after the consumer switched
 RESTART_DELAY = 2.0  # seconds between a failed consumer and its restart
 DEADLINE = 90.0      # seconds after the producer stopped for the consumer to finish
