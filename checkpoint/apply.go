@@ -153,7 +153,7 @@ func LastCheckpoints(ctx context.Context, reader *kgo.Client, topic string, p po
 		return nil, time.Time{}, err
 	}
 	st := newStore()
-	if err := st.load(ctx, reader, topic, gf, func(*kgo.Record, error) {}); err != nil {
+	if err := st.load(ctx, reader, topic, gf, nil, func(*kgo.Record, error) {}); err != nil {
 		return nil, time.Time{}, err
 	}
 	var out []GroupOffset

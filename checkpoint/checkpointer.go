@@ -209,7 +209,7 @@ func (c *Checkpointer) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ensure checkpoints topic on %s: %w", f.Target, err)
 	}
-	if err := c.st.load(ctx, c.o.CheckpointReader, c.cpTopic, c.groupsF, c.onMalformedCheckpoint); err != nil {
+	if err := c.st.load(ctx, c.o.CheckpointReader, c.cpTopic, c.groupsF, c.replicates, c.onMalformedCheckpoint); err != nil {
 		return err
 	}
 	if err := c.feed.load(ctx); err != nil {
@@ -233,6 +233,19 @@ func (c *Checkpointer) start(ctx context.Context) error {
 		zap.Bool("emit_checkpoints", f.EmitCheckpointsEnabled),
 		zap.Bool("sync_group_offsets", f.SyncGroupOffsetsEnabled))
 	return nil
+}
+
+// replicates reports whether a checkpoint is of a topic the flow replicates:
+// its downstream topic is a remote topic of the flow (or, for topics that
+// came from the target, their original name) whose source topic passes the
+// flow's topic filter.
+func (c *Checkpointer) replicates(cp policy.Checkpoint) bool {
+	f := c.o.Flow
+	if up, ok := upstreamOf(c.o.Policy, f.Source, cp.Topic); ok && c.sel.ShouldReplicate(up) {
+		return true
+	}
+	// A topic that came from the target, renamed back (RemoteTopic).
+	return c.sel.ShouldReplicate(c.o.Policy.FormatRemoteTopic(f.Target, cp.Topic))
 }
 
 // every calls fn every d until ctx is done, then returns nil.

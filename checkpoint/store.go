@@ -106,17 +106,22 @@ func (s *store) newestOf(group string) (time.Time, bool) {
 }
 
 // load reads the checkpoints topic from its start to its end and keeps, for
-// groups that match, the last checkpoint per group and downstream partition,
-// as MM2's CheckpointStore does. Records that do not decode are skipped and
-// counted; malformed is called for each.
-func (s *store) load(ctx context.Context, reader *kgo.Client, topic string, groups *policy.Filter, malformed func(*kgo.Record, error)) error {
+// groups that match and checkpoints keep accepts (nil: all), the last
+// checkpoint per group and downstream partition, as MM2's CheckpointStore
+// does. Records that do not decode are skipped and counted; malformed is
+// called for each.
+//
+// The topic is shared by every flow from the same source into the same
+// target (several mm2go or MM2 instances with other topic filters), so a
+// flow keeps only the checkpoints of topics it replicates.
+func (s *store) load(ctx context.Context, reader *kgo.Client, topic string, groups *policy.Filter, keep func(policy.Checkpoint) bool, malformed func(*kgo.Record, error)) error {
 	err := itopic.ReadAll(ctx, reader, topic, func(r *kgo.Record) {
 		cp, err := policy.DecodeCheckpoint(r.Key, r.Value)
 		if err != nil {
 			malformed(r, err)
 			return
 		}
-		if groups.Match(cp.Group) {
+		if groups.Match(cp.Group) && (keep == nil || keep(cp)) {
 			s.put(r.Timestamp, cp)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/policy"
 )
 
 // syncBed prepares a flow whose group g committed t = {0: 40, 1: 50} on
@@ -248,4 +249,30 @@ func TestRunSyncsGroupOffsets(t *testing.T) {
 		got := committed(t, b.dstAdm, "g", "A.t", 2)
 		return got[0] == 40 && got[1] == 60
 	})
+}
+
+// TestSyncOnlyTopicsTheFlowReplicates: the checkpoints topic of a source is
+// shared by every flow from it into the target. A flow replicating t must
+// neither load nor commit the checkpoints another flow (replicating other)
+// wrote there for a group of the same name.
+func TestSyncOnlyTopicsTheFlowReplicates(t *testing.T) {
+	b, f := syncBed(t) // this flow: topics = t; g committed t = {0: 40, 1: 50}
+	f.GroupSyncMode = config.GroupSyncPeriodic
+	createTopic(t, b.dst, "A.other", 1)
+	cpTopic := defaultPolicy().CheckpointsTopic("A")
+	createTopic(t, b.dst, cpTopic, 1)
+	other := policy.Checkpoint{Group: "g", Topic: "A.other", Partition: 0, UpstreamOffset: 7, DownstreamOffset: 7}
+	key, err := other.Key()
+	require.NoError(t, err)
+	value, err := other.Value()
+	require.NoError(t, err)
+	b.produceRaw(cpTopic, &kgo.Record{Key: key, Value: value})
+
+	c := b.emitted(f, prometheus.NewRegistry(), nil)
+	for _, cp := range c.st.byGroup()["g"] {
+		require.Equal(t, "A.t", cp.Topic, "only checkpoints of the flow's topics are loaded")
+	}
+	c.sync(context.Background())
+	require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+	require.Equal(t, []int64{-1}, committed(t, b.dstAdm, "g", "A.other", 1), "another flow's checkpoint is not committed")
 }
