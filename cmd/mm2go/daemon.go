@@ -85,6 +85,10 @@ type reloadRequest struct {
 	result chan error
 }
 
+// errListen marks a failure to bind the HTTP listener: a runtime failure
+// (the port is taken, say), not a bad file or flag.
+var errListen = errors.New("web listener")
+
 // newDaemon checks the selection, registers the process metrics and binds
 // the HTTP listener, so that an unusable address fails before any flow runs.
 func newDaemon(o daemonOptions) (*daemon, error) {
@@ -104,7 +108,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 	if o.ListenAddress != "" {
 		ln, err := net.Listen("tcp", o.ListenAddress)
 		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
+			return nil, fmt.Errorf("listen on %s: %w: %w", o.ListenAddress, errListen, err)
 		}
 		d.ln = ln
 		mux := http.NewServeMux()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -129,13 +130,17 @@ func get(t *testing.T, url string) string {
 }
 
 // TestRunExitCodes checks what run returns: 2 with the key named for a bad
-// file and bad flags, 0 for version and validate of a good file.
+// file and bad flags, 1 for a port in use, 0 for version and validate of a
+// good file.
 func TestRunExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.properties")
 	require.NoError(t, os.WriteFile(bad, []byte("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\nreplication.factor = two\n"), 0o600))
 	good := filepath.Join(dir, "good.properties")
 	require.NoError(t, os.WriteFile(good, []byte("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n"), 0o600))
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = busy.Close() })
 
 	tests := []struct {
 		name   string
@@ -155,6 +160,8 @@ func TestRunExitCodes(t *testing.T) {
 		{"validate bad", []string{"validate", "-c", bad}, exitUsage, "replication.factor"},
 		{"validate good", []string{"validate", "-c", good}, exitOK, "flow a->b"},
 		{"version", []string{"version"}, exitOK, "mm2go dev"},
+		// A taken port is a runtime failure, not a bad file (exit 1).
+		{"metrics port in use", []string{"-c", good, "--web.listen-address", busy.Addr().String()}, exitFailure, "address already in use"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -191,6 +192,9 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		if errors.Is(err, errListen) {
+			return exitFailure
+		}
 		return exitUsage
 	}
 
