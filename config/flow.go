@@ -329,14 +329,24 @@ func (r flowReader) list(key, def string) []string {
 	return parseList(def)
 }
 
+// maxPatternBytes bounds the value of a pattern list key (topics,
+// topics.exclude, groups, groups.exclude, config.properties.exclude): a
+// longer one is an error, so that compiling it cannot take seconds and
+// hundreds of megabytes.
+const maxPatternBytes = 64 << 10
+
 // regexList reads a LIST of regexes and compiles each the way mm2go's
 // filters will (full match, RE2 syntax).
 func (r flowReader) regexList(key, def string) []string {
-	l := r.list(key, def)
 	e, ok := r.get(key)
 	if !ok {
-		return l
+		return r.list(key, def)
 	}
+	if len(e.value) > maxPatternBytes {
+		r.p.probs.errorf(e.origin, "too long (got %d bytes, want at most %d: match topics or groups by prefix, e.g. orders\\..*, rather than listing each)", len(e.value), maxPatternBytes)
+		return nil
+	}
+	l := r.list(key, def)
 	for _, pat := range l {
 		if _, err := regexp.Compile(`^(?:` + pat + `)$`); err != nil {
 			r.p.probs.errorf(e.origin, "invalid regular expression %q (got %q, want RE2 syntax: %v)", pat, e.value, err)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -380,4 +381,30 @@ func TestCopyMode(t *testing.T) {
 	require.Equal(t, CopyRecords, c.Flow("b", "a").CopyMode)
 	_, _, err := load(t, twoClusters+"mm2go.copy.mode = bytes\n", nil, t.TempDir())
 	require.ErrorContains(t, err, `mm2go.copy.mode: invalid value (got "bytes", want records or batches)`)
+}
+
+// TestHugeValues: a 10 MB pattern list gives a short error at once (the
+// value was printed twice in full, and a valid one of 9.7 MB took 18 s and
+// 578 MB to compile), and long values are cut in every message.
+func TestHugeValues(t *testing.T) {
+	huge := strings.Repeat("topic-with-a-long-name-", 10<<20/23)
+	before := cpuTime(t)
+	_, _, err := Parse([]byte(twoClusters+"topics.exclude = "+huge+"\n"), t.TempDir())
+	// CPU time, not wall time: the test may share the machine with brokers.
+	require.Less(t, cpuTime(t)-before, time.Second, "18 s before the limit")
+	require.ErrorContains(t, err, "topics.exclude: too long (got 104857")
+	require.Less(t, len(err.Error()), 1024)
+
+	_, _, err = Parse([]byte(twoClusters+"a->b.offset.lag.max = "+strings.Repeat("9", 100000)+"x\n"), t.TempDir())
+	require.ErrorContains(t, err, "a->b.offset.lag.max")
+	require.ErrorContains(t, err, "bytes left out")
+	require.Less(t, len(err.Error()), 1024)
+}
+
+// cpuTime is the CPU time the test process used so far (user and system).
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Level says how loudly a Warning should be logged.
@@ -69,7 +70,7 @@ func (p *problems) errorf(key, format string, args ...any) {
 	if p.broken[key] {
 		return
 	}
-	msg := fmt.Sprintf(format, args...)
+	msg := clip(fmt.Sprintf(format, args...))
 	if p.mark("e", key, msg) {
 		p.errs = append(p.errs, finding{pos: p.pos(key), seq: len(p.errs), key: key, msg: msg})
 	}
@@ -86,6 +87,7 @@ func (p *problems) info(key, format string, args ...any) {
 }
 
 func (p *problems) addWarning(l Level, key, msg string) {
+	msg = clip(msg)
 	if p.mark("w", key, msg) {
 		p.warns = append(p.warns, finding{pos: p.pos(key), seq: len(p.warns), key: key, msg: msg, level: l})
 	}
@@ -139,4 +141,24 @@ func got(key, value string) string {
 		return secretMask
 	}
 	return strconv.Quote(value)
+}
+
+// maxMessageBytes bounds an error or warning message: values quoted in it
+// (a 10 MB pattern, say) are cut in the middle.
+const maxMessageBytes = 512
+
+// clip cuts msg to about maxMessageBytes, keeping its start and its end
+// (where the wanted value usually is) and saying how much was left out.
+func clip(msg string) string {
+	if len(msg) <= maxMessageBytes {
+		return msg
+	}
+	head, tail := msg[:maxMessageBytes*3/4], msg[len(msg)-maxMessageBytes/8:]
+	for !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return fmt.Sprintf("%s[... %d bytes left out ...]%s", head, len(msg)-len(head)-len(tail), tail)
 }
