@@ -231,3 +231,20 @@ const (
 	// consumed after the last sync (at least once).
 	GroupSyncPeriodic GroupSyncMode = "periodic"
 )
+
+// ACLSyncMode is which topic ACLs topic-ACL sync copies to the remote topics
+// ("mm2go.sync.topic.acls.mode").
+type ACLSyncMode string
+
+const (
+	// ACLSyncRead is the default: only ACLs that let principals read a
+	// topic (ALLOW READ and DESCRIBE, ALLOW ALL as READ) and the DENY READ,
+	// DESCRIBE and ALL entries that narrow them, literal and prefixed (the
+	// prefix mapped through the replication policy). Whoever may delete,
+	// alter or reconfigure a source topic gets no such right on its
+	// disaster-recovery copy.
+	ACLSyncRead ACLSyncMode = "read"
+	// ACLSyncMM2 is MM2's rule: every literal topic ACL but ALLOW WRITE,
+	// ALLOW ALL as READ; prefixed ACLs are not copied.
+	ACLSyncMM2 ACLSyncMode = "mm2"
+)

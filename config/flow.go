@@ -191,6 +191,9 @@ type Flow struct {
 	// CopyBatches forwards fetched batches whose records need no change as
 	// they are (no decompression or recompression) and re-encodes the rest.
 	CopyMode CopyMode
+	// ACLSyncMode is mm2go's "mm2go.sync.topic.acls.mode": ACLSyncRead
+	// (default) or ACLSyncMM2.
+	ACLSyncMode ACLSyncMode
 	// GroupSyncMode is mm2go's "mm2go.sync.group.offsets.mode": GroupSyncExact
 	// (default) or GroupSyncPeriodic (MM2's rule).
 	GroupSyncMode GroupSyncMode
@@ -498,6 +501,15 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		}
 	}
 	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)
+	f.ACLSyncMode = ACLSyncRead
+	if e, ok := r.get(keyACLSyncMode); ok {
+		switch v := ACLSyncMode(strings.ToLower(javaTrim(e.value))); v {
+		case ACLSyncRead, ACLSyncMM2:
+			f.ACLSyncMode = v
+		default:
+			p.probs.errorf(e.origin, "invalid value (got %q, want read or mm2)", e.value)
+		}
+	}
 	f.provenanceMode = "auto"
 	if e, ok := r.get(keyProvenanceHeaders); ok {
 		switch v := strings.ToLower(javaTrim(e.value)); v {

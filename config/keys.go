@@ -68,6 +68,9 @@ const (
 	// keyGroupSyncWatch is mm2go's own key: how often the exact group-offset
 	// sync looks at the source groups' states, in milliseconds.
 	keyGroupSyncWatch = "mm2go.sync.group.offsets.watch.interval.ms"
+	// keyACLSyncMode is mm2go's own key: which topic ACLs ACL sync copies
+	// ("read": only what lets principals read; "mm2": MM2's rule).
+	keyACLSyncMode = "mm2go.sync.topic.acls.mode"
 
 	keyOffsetStorageTopic      = "offset.storage.topic"
 	keyOffsetStoragePartitions = "offset.storage.partitions"
@@ -146,7 +149,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch:
+	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

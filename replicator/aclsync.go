@@ -5,19 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/policy"
 )
 
-// aclBinding is a literal topic ACL: who may (or may not) do what on a
-// topic, from which host.
+// aclBinding is a topic ACL: who may (or may not) do what on a topic (or
+// on the topics with a prefix), from which host.
 type aclBinding struct {
 	Topic      string
+	Prefixed   bool // a PREFIXED ACL: Topic is the prefix
 	Principal  string
 	Host       string
 	Operation  kmsg.ACLOperation
@@ -30,6 +33,9 @@ type aclSync struct {
 	// noAuthorizer is set once the source answered SECURITY_DISABLED, so
 	// that MM2's advice is logged at info level once and later at debug.
 	noAuthorizer bool
+	// reported holds the skipped ACLs already logged, so that each is
+	// logged once per run of the flow.
+	reported map[skippedACL]bool
 }
 
 // aclSyncLoop copies the ACLs of the flow's source topics to their remote
@@ -41,13 +47,12 @@ func (r *Replicator) aclSyncLoop(ctx context.Context) error {
 	return runEvery(ctx, r.o.Flow.SyncTopicAclsInterval, r.o.Flow.AdminTimeout, s.round)
 }
 
-// round runs one ACL sync as MM2's MirrorSourceConnector.syncTopicAcls
-// does (spec §6.5): describe every topic ACL on the source; keep literal
-// ones of replicated topics that do not allow WRITE; name the remote topic,
-// turning ALLOW ALL into ALLOW READ; create them on the target. ACLs are
-// only ever added: one removed on the source stays on the target. Without
-// an authorizer on the source (SECURITY_DISABLED) the target is not
-// contacted.
+// round runs one ACL sync like MM2's MirrorSourceConnector.syncTopicAcls:
+// describe every topic ACL on the source; keep those of replicated topics
+// that the mode's rule copies (remoteACLs); name the remote topic; create
+// them on the target. ACLs are only ever added: one removed on the source
+// stays on the target. Without an authorizer on the source
+// (SECURITY_DISABLED) the target is not contacted.
 func (s *aclSync) round(ctx context.Context) {
 	r := s.r
 	described, err := describeTopicACLs(ctx, r.o.SourceAdmin)
@@ -70,7 +75,8 @@ func (s *aclSync) round(ctx context.Context) {
 		r.log.Warn("describe source topic ACLs; retried at the next interval", zap.Error(err))
 		return
 	}
-	bindings := remoteACLs(described, r.sel, r.o.Policy, r.o.Flow.Source)
+	bindings, skipped := remoteACLs(described, r.sel, r.o.Policy, r.o.Flow.Source, r.o.Flow.ACLSyncMode)
+	s.report(skipped)
 	if len(bindings) == 0 {
 		return
 	}
@@ -90,6 +96,27 @@ func (s *aclSync) round(ctx context.Context) {
 			zap.Int("acls", len(failed)), zap.Strings("target_topics", topics), zap.Error(first))
 	}
 	r.log.Debug("topic ACLs synced", zap.Int("acls", created))
+}
+
+// report counts the skipped ACLs and logs, once each, those not logged yet.
+func (s *aclSync) report(skipped []skippedACL) {
+	r := s.r
+	r.m.aclsSkippedAdd(r.flow, len(skipped))
+	if s.reported == nil {
+		s.reported = make(map[skippedACL]bool)
+	}
+	for _, k := range skipped {
+		if s.reported[k] {
+			continue
+		}
+		s.reported[k] = true
+		msg := "topic ACL not copied to the remote topic: only ACLs that let principals read are (mm2go.sync.topic.acls.mode = read)"
+		if k.Reason == "prefixed" {
+			msg = "prefixed topic ACL not copied, as in MM2 (mm2go.sync.topic.acls.mode = mm2)"
+		}
+		r.log.Info(msg, zap.String("topic", k.Topic), zap.Bool("prefixed", k.Prefixed), zap.String("principal", k.Principal),
+			zap.String("host", k.Host), zap.String("operation", k.Operation.String()), zap.String("permission", k.Permission.String()))
+	}
 }
 
 // describeTopicACLs lists every topic ACL of a cluster: MM2's filter
@@ -113,32 +140,72 @@ func describeTopicACLs(ctx context.Context, adm *kadm.Client) ([]kadm.DescribedA
 	return out, nil
 }
 
+// skippedACL is a source topic ACL that ACL sync does not copy, and why.
+type skippedACL struct {
+	aclBinding        // as on the source (Topic is the source topic or prefix)
+	Prefixed   bool   // a PREFIXED ACL
+	Reason     string // "operation" (not copied by the mode's rule) or "prefixed" (MM2's rule)
+}
+
+// copiesOperation reports whether mode copies an ACL of permission perm
+// for operation op (ALLOW ALL is copied as ALLOW READ, see remoteACLs).
+func copiesOperation(mode config.ACLSyncMode, perm kmsg.ACLPermissionType, op kmsg.ACLOperation) bool {
+	if mode == config.ACLSyncMM2 {
+		// MM2's shouldReplicateAcl: everything but ALLOW WRITE.
+		return perm != kmsg.ACLPermissionTypeAllow || op != kmsg.ACLOperationWrite
+	}
+	switch op {
+	case kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationAll:
+		// ALLOW READ and DESCRIBE, ALLOW ALL as READ, and the DENY
+		// entries that narrow them.
+		return true
+	}
+	return false
+}
+
 // remoteACLs turns the source's topic ACLs into the ACLs of their remote
-// topics (spec §6.5): only LITERAL topic ACLs, without ALLOW WRITE (only
-// mm2go writes to a remote topic), of topics the flow replicates (sel);
-// ALLOW ALL becomes ALLOW READ for the same principal and host; DENY ALL,
-// ALLOW READ, ALLOW DESCRIBE and the rest are copied as they are. PREFIXED
-// ACLs are never copied. The result is sorted and has no duplicates.
-func remoteACLs(described []kadm.DescribedACL, sel policy.TopicSelector, pol policy.Policy, source string) []aclBinding {
+// topics, of topics the flow replicates (sel), as mode says: with
+// config.ACLSyncRead only what lets principals read (ALLOW READ, DESCRIBE,
+// ALLOW ALL as READ, DENY READ, DESCRIBE and ALL), literal and prefixed (the
+// prefix mapped through the policy like a topic name: "orders." becomes
+// "<source>.orders." under the default policy); with config.ACLSyncMM2 MM2's
+// rule (spec §6.5): only LITERAL ACLs, without ALLOW WRITE (only mm2go
+// writes to a remote topic), ALLOW ALL as ALLOW READ, everything else as it
+// is. The result is sorted and has no duplicates; skipped lists the ACLs of
+// replicated topics the rule left out.
+func remoteACLs(described []kadm.DescribedACL, sel policy.TopicSelector, pol policy.Policy, source string, mode config.ACLSyncMode) (out []aclBinding, skipped []skippedACL) {
 	seen := make(map[aclBinding]bool)
-	var out []aclBinding
 	for _, a := range described {
-		if a.Type != kmsg.ACLResourceTypeTopic || a.Pattern != kmsg.ACLResourcePatternTypeLiteral {
+		if a.Type != kmsg.ACLResourceTypeTopic {
 			continue
 		}
-		if a.Permission == kmsg.ACLPermissionTypeAllow && a.Operation == kmsg.ACLOperationWrite {
+		prefixed := a.Pattern == kmsg.ACLResourcePatternTypePrefixed
+		if !prefixed && a.Pattern != kmsg.ACLResourcePatternTypeLiteral {
 			continue
 		}
-		if !sel.ShouldReplicate(a.Name) {
+		src := aclBinding{Topic: a.Name, Principal: a.Principal, Host: a.Host, Operation: a.Operation, Permission: a.Permission}
+		if prefixed {
+			// A prefix covers topics the filter may or may not replicate;
+			// it is skipped only when it names remote topics of the
+			// target (a cycle back) or internal topics.
+			back := pol.FormatRemoteTopic(sel.TargetAlias, "")
+			if (back != "" && strings.HasPrefix(a.Name, back)) || strings.HasPrefix(a.Name, "__") {
+				continue
+			}
+		} else if !sel.ShouldReplicate(a.Name) {
 			continue
 		}
-		b := aclBinding{
-			Topic:      pol.FormatRemoteTopic(source, a.Name),
-			Principal:  a.Principal,
-			Host:       a.Host,
-			Operation:  a.Operation,
-			Permission: a.Permission,
+		switch {
+		case prefixed && mode == config.ACLSyncMM2:
+			skipped = append(skipped, skippedACL{src, true, "prefixed"})
+			continue
+		case !copiesOperation(mode, a.Permission, a.Operation):
+			skipped = append(skipped, skippedACL{src, prefixed, "operation"})
+			continue
 		}
+		b := src
+		b.Topic = pol.FormatRemoteTopic(source, a.Name)
+		b.Prefixed = prefixed
 		if b.Permission == kmsg.ACLPermissionTypeAllow && b.Operation == kmsg.ACLOperationAll {
 			b.Operation = kmsg.ACLOperationRead
 		}
@@ -153,6 +220,8 @@ func remoteACLs(described []kadm.DescribedACL, sel policy.TopicSelector, pol pol
 		switch {
 		case x.Topic != y.Topic:
 			return x.Topic < y.Topic
+		case x.Prefixed != y.Prefixed:
+			return !x.Prefixed
 		case x.Principal != y.Principal:
 			return x.Principal < y.Principal
 		case x.Host != y.Host:
@@ -162,7 +231,7 @@ func remoteACLs(described []kadm.DescribedACL, sel policy.TopicSelector, pol pol
 		}
 		return x.Operation < y.Operation
 	})
-	return out
+	return out, skipped
 }
 
 // failedACL is a binding the target did not create, and why.
@@ -171,8 +240,8 @@ type failedACL struct {
 	err error
 }
 
-// createTopicACLs creates literal topic ACLs, one request per principal,
-// host, permission and operation (kadm builds the cross product of its
+// createTopicACLs creates topic ACLs, one request per principal, host,
+// permission, operation and pattern type (kadm builds the cross product of its
 // inputs, so bindings that differ only in the topic share a request). It
 // returns how many were created and the ones that failed.
 func createTopicACLs(ctx context.Context, adm *kadm.Client, bindings []aclBinding) (int, []failedACL) {
@@ -180,11 +249,12 @@ func createTopicACLs(ctx context.Context, adm *kadm.Client, bindings []aclBindin
 		principal, host string
 		perm            kmsg.ACLPermissionType
 		op              kmsg.ACLOperation
+		prefixed        bool
 	}
 	groups := make(map[groupKey][]aclBinding)
 	var order []groupKey
 	for _, b := range bindings {
-		k := groupKey{b.Principal, b.Host, b.Permission, b.Operation}
+		k := groupKey{b.Principal, b.Host, b.Permission, b.Operation, b.Prefixed}
 		if groups[k] == nil {
 			order = append(order, k)
 		}
@@ -198,7 +268,11 @@ func createTopicACLs(ctx context.Context, adm *kadm.Client, bindings []aclBindin
 		for i, b := range bs {
 			topics[i] = b.Topic
 		}
-		req := kadm.NewACLs().Topics(topics...).ResourcePatternType(kadm.ACLPatternLiteral).Operations(k.op)
+		pattern := kadm.ACLPatternLiteral
+		if k.prefixed {
+			pattern = kadm.ACLPatternPrefixed
+		}
+		req := kadm.NewACLs().Topics(topics...).ResourcePatternType(pattern).Operations(k.op)
 		if k.perm == kmsg.ACLPermissionTypeAllow {
 			req.Allow(k.principal).AllowHosts(k.host)
 		} else {
@@ -213,7 +287,7 @@ func createTopicACLs(ctx context.Context, adm *kadm.Client, bindings []aclBindin
 		}
 		for _, res := range results {
 			if res.Err != nil {
-				failed = append(failed, failedACL{aclBinding{Topic: res.Name, Principal: res.Principal, Host: res.Host, Operation: res.Operation, Permission: res.Permission}, res.Err})
+				failed = append(failed, failedACL{aclBinding{Topic: res.Name, Prefixed: k.prefixed, Principal: res.Principal, Host: res.Host, Operation: res.Operation, Permission: res.Permission}, res.Err})
 				continue
 			}
 			created++

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -42,43 +43,95 @@ func TestRemoteACLs(t *testing.T) {
 		topic("orders", lit, "User:both", kmsg.ACLOperationRead, allow), // ... and READ: one binding
 		group,
 	}
+	all = append(all,
+		topic("orders", lit, "User:ops", kmsg.ACLOperationDelete, allow),       // mm2 only
+		topic("orders", lit, "User:ops", kmsg.ACLOperationAlter, allow),        // mm2 only
+		topic("orders", lit, "User:ops", kmsg.ACLOperationAlterConfigs, allow), // mm2 only
+		topic("orders", lit, "User:ops", kmsg.ACLOperationCreate, allow),       // mm2 only
+		topic("orders", lit, "User:bad", kmsg.ACLOperationRead, deny),          // DENY READ narrows: kept
+		topic("B.", pre, "User:prefix", kmsg.ACLOperationRead, allow),          // a cycle back to B: dropped
+		topic("ord", pre, "User:prefix", kmsg.ACLOperationWrite, allow),        // WRITE: dropped
+	)
 	filter, err := policy.NewFilter([]string{"orders", "B\\..*", "__.*"}, nil)
 	require.NoError(t, err)
+	const (
+		read  = kmsg.ACLOperationRead
+		desc  = kmsg.ACLOperationDescribe
+		opAll = kmsg.ACLOperationAll
+		write = kmsg.ACLOperationWrite
+	)
+	b := func(topic string, prefixed bool, principal string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) aclBinding {
+		return aclBinding{Topic: topic, Prefixed: prefixed, Principal: principal, Host: "*", Operation: op, Permission: perm}
+	}
 	for _, c := range []struct {
-		name string
-		pol  policy.Policy
-		want []aclBinding
+		name    string
+		pol     policy.Policy
+		mode    config.ACLSyncMode
+		want    []aclBinding
+		skipped []string // principal/operation of the skipped ACLs
 	}{
 		{
-			name: "default policy",
+			name: "default policy, read (the default)",
 			pol:  policy.New(policy.KindDefault, "", true, "A"),
+			mode: config.ACLSyncRead,
 			want: []aclBinding{
-				{Topic: "A.orders", Principal: "User:admin", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
-				{Topic: "A.orders", Principal: "User:bad", Host: "*", Operation: kmsg.ACLOperationAll, Permission: deny},
-				{Topic: "A.orders", Principal: "User:bad", Host: "*", Operation: kmsg.ACLOperationWrite, Permission: deny},
-				{Topic: "A.orders", Principal: "User:both", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
-				{Topic: "A.orders", Principal: "User:dummy", Host: "*", Operation: kmsg.ACLOperationDescribe, Permission: allow},
-				{Topic: "A.orders", Principal: "User:reader", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
+				b("A.orders", false, "User:admin", read, allow),
+				b("A.orders", false, "User:bad", opAll, deny),
+				b("A.orders", false, "User:bad", read, deny),
+				b("A.orders", false, "User:both", read, allow),
+				b("A.orders", false, "User:dummy", desc, allow),
+				b("A.orders", false, "User:reader", read, allow),
+				b("A.orders", true, "User:prefix", read, allow), // the prefix "orders" of remote topics
 			},
+			skipped: []string{"User:writer/WRITE", "User:bad/WRITE", "User:ops/DELETE", "User:ops/ALTER", "User:ops/ALTER_CONFIGS", "User:ops/CREATE", "User:prefix/WRITE"},
 		},
 		{
-			name: "identity policy",
-			pol:  policy.New(policy.KindIdentity, "", true, "A"),
+			name: "default policy, mm2 (MM2's rule)",
+			pol:  policy.New(policy.KindDefault, "", true, "A"),
+			mode: config.ACLSyncMM2,
 			want: []aclBinding{
-				// Identity cannot see cycles: B.orders is replicated as is.
-				{Topic: "B.orders", Principal: "User:reader", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
-				{Topic: "orders", Principal: "User:admin", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
-				{Topic: "orders", Principal: "User:bad", Host: "*", Operation: kmsg.ACLOperationAll, Permission: deny},
-				{Topic: "orders", Principal: "User:bad", Host: "*", Operation: kmsg.ACLOperationWrite, Permission: deny},
-				{Topic: "orders", Principal: "User:both", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
-				{Topic: "orders", Principal: "User:dummy", Host: "*", Operation: kmsg.ACLOperationDescribe, Permission: allow},
-				{Topic: "orders", Principal: "User:reader", Host: "*", Operation: kmsg.ACLOperationRead, Permission: allow},
+				b("A.orders", false, "User:admin", read, allow),
+				b("A.orders", false, "User:bad", opAll, deny),
+				b("A.orders", false, "User:bad", read, deny),
+				b("A.orders", false, "User:bad", write, deny),
+				b("A.orders", false, "User:both", read, allow),
+				b("A.orders", false, "User:dummy", desc, allow),
+				b("A.orders", false, "User:ops", kmsg.ACLOperationCreate, allow),
+				b("A.orders", false, "User:ops", kmsg.ACLOperationDelete, allow),
+				b("A.orders", false, "User:ops", kmsg.ACLOperationAlter, allow),
+				b("A.orders", false, "User:ops", kmsg.ACLOperationAlterConfigs, allow),
+				b("A.orders", false, "User:reader", read, allow),
 			},
+			skipped: []string{"User:writer/WRITE", "User:prefix/READ", "User:prefix/WRITE"},
+		},
+		{
+			name: "identity policy, read",
+			pol:  policy.New(policy.KindIdentity, "", true, "A"),
+			mode: config.ACLSyncRead,
+			want: []aclBinding{
+				// Identity cannot see cycles: B.orders and B. are replicated as they are.
+				b("B.", true, "User:prefix", read, allow),
+				b("B.orders", false, "User:reader", read, allow),
+				b("orders", false, "User:admin", read, allow),
+				b("orders", false, "User:bad", opAll, deny),
+				b("orders", false, "User:bad", read, deny),
+				b("orders", false, "User:both", read, allow),
+				b("orders", false, "User:dummy", desc, allow),
+				b("orders", false, "User:reader", read, allow),
+				b("orders", true, "User:prefix", read, allow),
+			},
+			skipped: []string{"User:writer/WRITE", "User:bad/WRITE", "User:ops/DELETE", "User:ops/ALTER", "User:ops/ALTER_CONFIGS", "User:ops/CREATE", "User:prefix/WRITE"},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sel := policy.TopicSelector{Policy: c.pol, Topics: filter, HeartbeatsReplication: true, TargetAlias: "B"}
-			require.Equal(t, c.want, remoteACLs(all, sel, c.pol, "A"))
+			got, skipped := remoteACLs(all, sel, c.pol, "A", c.mode)
+			require.Equal(t, c.want, got)
+			var names []string
+			for _, s := range skipped {
+				names = append(names, s.Principal+"/"+s.Operation.String())
+			}
+			require.ElementsMatch(t, c.skipped, names)
 		})
 	}
 }
@@ -90,8 +143,8 @@ func topicACLs(t *testing.T, adm *kadm.Client) []aclBinding {
 	require.NoError(t, err)
 	var out []aclBinding
 	for _, a := range described {
-		require.Equal(t, kmsg.ACLResourcePatternTypeLiteral, a.Pattern)
-		out = append(out, aclBinding{Topic: a.Name, Principal: a.Principal, Host: a.Host, Operation: a.Operation, Permission: a.Permission})
+		out = append(out, aclBinding{Topic: a.Name, Prefixed: a.Pattern == kmsg.ACLResourcePatternTypePrefixed,
+			Principal: a.Principal, Host: a.Host, Operation: a.Operation, Permission: a.Permission})
 	}
 	return out
 }
@@ -111,7 +164,9 @@ func createACL(t *testing.T, adm *kadm.Client, topic string, pattern kadm.ACLPat
 	}
 }
 
-// TestACLSync copies literal topic ACLs as MM2 does and never removes one.
+// TestACLSync copies the topic ACLs that let principals read (by default;
+// never DELETE, ALTER, WRITE...), literal and prefixed, and never removes
+// one.
 func TestACLSync(t *testing.T) {
 	b := newBed(t)
 	b.createTopic(b.srcAdm, "orders", 1, nil)
@@ -122,6 +177,10 @@ func TestACLSync(t *testing.T) {
 	createACL(t, b.srcAdm, "orders", kadm.ACLPatternLiteral, "User:bad", kadm.OpAll, false)
 	createACL(t, b.srcAdm, "ord", kadm.ACLPatternPrefixed, "User:prefix", kadm.OpRead, true)
 	createACL(t, b.srcAdm, "skipped", kadm.ACLPatternLiteral, "User:dummy", kadm.OpRead, true)
+	// Whoever may delete or reconfigure the source topic gets no such right
+	// on its copy.
+	createACL(t, b.srcAdm, "orders", kadm.ACLPatternLiteral, "User:ops", kadm.OpDelete, true)
+	createACL(t, b.srcAdm, "orders", kadm.ACLPatternLiteral, "User:ops", kadm.OpAlter, true)
 	// Someone else's ACL on the target stays.
 	createACL(t, b.dstAdm, "A.orders", kadm.ACLPatternLiteral, "User:local", kadm.OpRead, true)
 
@@ -132,6 +191,7 @@ func TestACLSync(t *testing.T) {
 		{Topic: "A.orders", Principal: "User:bad", Host: "*", Operation: kmsg.ACLOperationAll, Permission: kmsg.ACLPermissionTypeDeny},
 		{Topic: "A.orders", Principal: "User:dummy", Host: "*", Operation: kmsg.ACLOperationDescribe, Permission: kmsg.ACLPermissionTypeAllow},
 		{Topic: "A.orders", Principal: "User:local", Host: "*", Operation: kmsg.ACLOperationRead, Permission: kmsg.ACLPermissionTypeAllow},
+		{Topic: "A.ord", Prefixed: true, Principal: "User:prefix", Host: "*", Operation: kmsg.ACLOperationRead, Permission: kmsg.ACLPermissionTypeAllow},
 	}
 	waitFor(t, "ACLs on the target", func() bool { return len(topicACLs(t, b.dstAdm)) == len(want) })
 	require.ElementsMatch(t, want, topicACLs(t, b.dstAdm))
@@ -147,6 +207,7 @@ func TestACLSync(t *testing.T) {
 	require.ElementsMatch(t, want, topicACLs(t, b.dstAdm))
 	require.NoError(t, stop())
 	require.GreaterOrEqual(t, metricValue(t, reg, "mm2go_replicator_acls_synced_total", map[string]string{"flow": "A->B"}), 4.0)
+	require.GreaterOrEqual(t, metricValue(t, reg, "mm2go_replicator_acls_skipped_total", map[string]string{"flow": "A->B"}), 3.0, "WRITE, DELETE and ALTER")
 	require.Zero(t, metricValue(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonACLSync}))
 }
 

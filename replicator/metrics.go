@@ -53,6 +53,7 @@ type metrics struct {
 	latency       *prometheus.HistogramVec
 	configsSynced *prometheus.CounterVec
 	aclsSynced    *prometheus.CounterVec
+	aclsSkipped   *prometheus.CounterVec
 	blocked       *prometheus.GaugeVec
 	batches       *prometheus.CounterVec
 }
@@ -145,6 +146,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		aclsSynced: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_acls_synced_total",
 			Help: "Topic ACL bindings an ACL sync round created on the target (every round creates every eligible binding again; Kafka ignores one that exists).",
+		}, "flow"),
+		aclsSkipped: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_acls_skipped_total",
+			Help: "Source topic ACLs of replicated topics an ACL sync round did not copy (mm2go.sync.topic.acls.mode; each is logged once per flow run).",
 		}, "flow"),
 		blocked: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions_blocked",
@@ -264,6 +269,7 @@ func (m *metrics) touch(flow string) {
 	if m != nil {
 		m.configsSynced.WithLabelValues(flow)
 		m.aclsSynced.WithLabelValues(flow)
+		m.aclsSkipped.WithLabelValues(flow)
 		m.blocked.WithLabelValues(flow)
 	}
 }
@@ -277,6 +283,12 @@ func (m *metrics) configsSyncedAdd(flow string, n int) {
 func (m *metrics) aclsSyncedAdd(flow string, n int) {
 	if m != nil && n > 0 {
 		m.aclsSynced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) aclsSkippedAdd(flow string, n int) {
+	if m != nil && n > 0 {
+		m.aclsSkipped.WithLabelValues(flow).Add(float64(n))
 	}
 }
 
