@@ -77,6 +77,7 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	line(keySyncTopicConfigsInterval, secs(f.SyncTopicConfigsInterval))
 	line(keySyncTopicAclsEnabled, f.SyncTopicAclsEnabled)
 	line(keySyncTopicAclsInterval, secs(f.SyncTopicAclsInterval))
+	line(keyConfigsKeep, strings.Join(f.TopicConfigsKeep, ", "))
 	line(keyACLSyncMode, f.ACLSyncMode)
 	line(keyEmitHeartbeatsEnabled, f.EmitHeartbeatsEnabled)
 	line(keyEmitHeartbeatsInterval, secs(f.EmitHeartbeatsInterval))

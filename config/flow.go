@@ -191,6 +191,11 @@ type Flow struct {
 	// CopyBatches forwards fetched batches whose records need no change as
 	// they are (no decompression or recompression) and re-encodes the rest.
 	CopyMode CopyMode
+	// TopicConfigsKeep is mm2go's "mm2go.sync.topic.configs.keep" (default
+	// empty): regexes of topic config keys the periodic topic-config sync
+	// never changes on a remote topic, so that target-side overrides of them
+	// stay. Creation still copies them.
+	TopicConfigsKeep []string
 	// ACLSyncMode is mm2go's "mm2go.sync.topic.acls.mode": ACLSyncRead
 	// (default) or ACLSyncMM2.
 	ACLSyncMode ACLSyncMode
@@ -501,6 +506,7 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		}
 	}
 	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)
+	f.TopicConfigsKeep = r.regexList(keyConfigsKeep, "")
 	f.ACLSyncMode = ACLSyncRead
 	if e, ok := r.get(keyACLSyncMode); ok {
 		switch v := ACLSyncMode(strings.ToLower(javaTrim(e.value))); v {

@@ -71,6 +71,9 @@ const (
 	// keyACLSyncMode is mm2go's own key: which topic ACLs ACL sync copies
 	// ("read": only what lets principals read; "mm2": MM2's rule).
 	keyACLSyncMode = "mm2go.sync.topic.acls.mode"
+	// keyConfigsKeep is mm2go's own key: topic config keys that the
+	// periodic topic-config sync never changes on remote topics.
+	keyConfigsKeep = "mm2go.sync.topic.configs.keep"
 
 	keyOffsetStorageTopic      = "offset.storage.topic"
 	keyOffsetStoragePartitions = "offset.storage.partitions"
@@ -149,7 +152,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode:
+	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

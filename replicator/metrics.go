@@ -54,6 +54,7 @@ type metrics struct {
 	configsSynced *prometheus.CounterVec
 	aclsSynced    *prometheus.CounterVec
 	aclsSkipped   *prometheus.CounterVec
+	cfgOverrides  *prometheus.CounterVec
 	blocked       *prometheus.GaugeVec
 	batches       *prometheus.CounterVec
 }
@@ -146,6 +147,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		aclsSynced: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_acls_synced_total",
 			Help: "Topic ACL bindings an ACL sync round created on the target (every round creates every eligible binding again; Kafka ignores one that exists).",
+		}, "flow"),
+		cfgOverrides: counter(prometheus.CounterOpts{
+			Name: "mm2go_replicator_topic_config_overrides_removed_total",
+			Help: "Values set on remote topics by someone else than mm2go that topic-config sync replaced with the source topic's (each topic and key is logged once per flow run; mm2go.sync.topic.configs.keep keeps them).",
 		}, "flow"),
 		aclsSkipped: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_acls_skipped_total",
@@ -270,6 +275,7 @@ func (m *metrics) touch(flow string) {
 		m.configsSynced.WithLabelValues(flow)
 		m.aclsSynced.WithLabelValues(flow)
 		m.aclsSkipped.WithLabelValues(flow)
+		m.cfgOverrides.WithLabelValues(flow)
 		m.blocked.WithLabelValues(flow)
 	}
 }
@@ -283,6 +289,12 @@ func (m *metrics) configsSyncedAdd(flow string, n int) {
 func (m *metrics) aclsSyncedAdd(flow string, n int) {
 	if m != nil && n > 0 {
 		m.aclsSynced.WithLabelValues(flow).Add(float64(n))
+	}
+}
+
+func (m *metrics) configOverridesRemovedAdd(flow string, n int) {
+	if m != nil && n > 0 {
+		m.cfgOverrides.WithLabelValues(flow).Add(float64(n))
 	}
 }
 

@@ -46,10 +46,83 @@ func (r *Replicator) configSyncLoop(ctx context.Context) error {
 		r.log.Error("compile config.properties.exclude; topic configs are not synced", zap.Error(err))
 		return nil
 	}
-	sourceDefaults := r.o.Flow.UseDefaultsFrom == config.DefaultsFromSource
+	cs := &configSync{filter: filter, sourceDefaults: r.o.Flow.UseDefaultsFrom == config.DefaultsFromSource,
+		last: make(map[string]map[string]*string), reported: make(map[[2]string]bool)}
+	if len(r.o.Flow.TopicConfigsKeep) > 0 {
+		if cs.keep, err = policy.NewFilter(r.o.Flow.TopicConfigsKeep, nil); err != nil {
+			r.m.error(r.flow, reasonConfigSync)
+			r.log.Error("compile mm2go.sync.topic.configs.keep; topic configs are not synced", zap.Error(err))
+			return nil
+		}
+	}
 	return runEvery(ctx, r.o.Flow.SyncTopicConfigsInterval, r.o.Flow.AdminTimeout, func(ctx context.Context) {
-		r.syncTopicConfigs(ctx, filter, sourceDefaults)
+		r.syncTopicConfigs(ctx, cs)
 	})
+}
+
+// configSync is the state of a flow's topic-config sync loop.
+type configSync struct {
+	filter         *policy.Filter // config.properties.exclude
+	keep           *policy.Filter // mm2go.sync.topic.configs.keep; nil: none
+	sourceDefaults bool           // use.defaults.from = source
+	// last holds what the sync set per remote topic and key (nil value:
+	// deleted), so that a changed value on the target tells a target-side
+	// override from the sync's own earlier value.
+	last map[string]map[string]*string
+	// reported holds the (remote topic, key) overrides already logged.
+	reported map[[2]string]bool
+}
+
+// dropKept removes the operations on keys the sync keeps.
+func (cs *configSync) dropKept(ops []kadm.AlterConfig) []kadm.AlterConfig {
+	if cs.keep == nil {
+		return ops
+	}
+	out := ops[:0:0]
+	for _, op := range ops {
+		if !cs.keep.Match(op.Name) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// overrides returns the keys of ops that change a value set on the remote
+// topic by someone else than the sync (a dynamic topic config of the target
+// that the operation deletes or replaces, other than what the sync itself
+// set last).
+func (cs *configSync) overrides(remote string, ops []kadm.AlterConfig, target map[string]kadm.Config) []string {
+	var out []string
+	for _, op := range ops {
+		tc, ok := target[op.Name]
+		if !ok || tc.Source != kmsg.ConfigSourceDynamicTopicConfig || tc.Value == nil {
+			continue
+		}
+		if op.Op == kadm.SetConfig && op.Value != nil && *op.Value == *tc.Value {
+			continue
+		}
+		if v, ok := cs.last[remote][op.Name]; ok && v != nil && *v == *tc.Value {
+			continue
+		}
+		out = append(out, op.Name)
+	}
+	return out
+}
+
+// applied records what the sync set on a remote topic.
+func (cs *configSync) applied(remote string, ops []kadm.AlterConfig) {
+	m := cs.last[remote]
+	if m == nil {
+		m = make(map[string]*string)
+		cs.last[remote] = m
+	}
+	for _, op := range ops {
+		if op.Op == kadm.SetConfig {
+			m[op.Name] = op.Value
+		} else {
+			m[op.Name] = nil
+		}
+	}
 }
 
 // copiedTopics returns the source topics being copied and their remote
@@ -73,7 +146,13 @@ func (r *Replicator) copiedTopics() map[string]string {
 // its remote topic with IncrementalAlterConfigs (see alterOps). Topics whose
 // changes are identical share one request. Errors are logged and counted per
 // topic; the round goes on with the others.
-func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter, sourceDefaults bool) {
+//
+// Before the changes are sent, the remote topics' configs are described
+// once: a target-side override that a change removes (a value someone set on
+// the remote topic, not the sync) is logged once per topic and key and
+// counted in mm2go_replicator_topic_config_overrides_removed_total; keys in
+// mm2go.sync.topic.configs.keep are never changed.
+func (r *Replicator) syncTopicConfigs(ctx context.Context, cs *configSync) {
 	remoteOf := r.copiedTopics()
 	if len(remoteOf) == 0 {
 		return
@@ -101,6 +180,7 @@ func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter
 	// with the same configs (most often: all defaults) share a request.
 	groups := make(map[string][]string)
 	opsOf := make(map[string][]kadm.AlterConfig)
+	byRemote := make(map[string][]kadm.AlterConfig)
 	var denied []string
 	var deniedErr error
 	for _, rc := range rcs {
@@ -120,10 +200,14 @@ func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter
 		if !ok {
 			continue
 		}
-		ops := alterOps(rc.Configs, filter, sourceDefaults)
+		ops := cs.dropKept(alterOps(rc.Configs, cs.filter, cs.sourceDefaults))
 		if len(ops) == 0 {
 			continue
 		}
+		byRemote[remote] = ops
+	}
+	r.reportOverrides(ctx, cs, byRemote)
+	for remote, ops := range byRemote {
 		k := opsKey(ops)
 		groups[k] = append(groups[k], remote)
 		opsOf[k] = ops
@@ -141,18 +225,68 @@ func (r *Replicator) syncTopicConfigs(ctx context.Context, filter *policy.Filter
 	sort.Strings(keys)
 	var synced int
 	for _, k := range keys {
-		synced += r.alterRemoteConfigs(ctx, opsOf[k], groups[k])
+		for _, remote := range r.alterRemoteConfigs(ctx, opsOf[k], groups[k]) {
+			cs.applied(remote, opsOf[k])
+			synced++
+		}
 	}
 	r.m.configsSyncedAdd(r.flow, synced)
 	r.log.Debug("topic configs synced", zap.Int("topics", synced))
 }
 
-// alterRemoteConfigs applies ops to the remote topics and returns how many
-// were altered. A target without IncrementalAlterConfigs is logged at error
-// level (MM2 fails its connector then; mm2go keeps copying records).
-func (r *Replicator) alterRemoteConfigs(ctx context.Context, ops []kadm.AlterConfig, remotes []string) int {
+// reportOverrides describes the remote topics about to be altered and logs
+// (once per topic and key) and counts the target-side overrides the changes
+// remove. A failed describe only skips the report.
+func (r *Replicator) reportOverrides(ctx context.Context, cs *configSync, byRemote map[string][]kadm.AlterConfig) {
+	if len(byRemote) == 0 {
+		return
+	}
+	remotes := make([]string, 0, len(byRemote))
+	for t := range byRemote {
+		remotes = append(remotes, t)
+	}
+	sort.Strings(remotes)
+	rcs, err := r.o.TargetAdmin.DescribeTopicConfigs(ctx, remotes...)
+	if err != nil {
+		r.log.Debug("describe remote topic configs; target-side overrides not reported this round", zap.Error(err))
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		target := make(map[string]kadm.Config, len(rc.Configs))
+		for _, c := range rc.Configs {
+			target[c.Key] = c
+		}
+		keys := cs.overrides(rc.Name, byRemote[rc.Name], target)
+		r.m.configOverridesRemovedAdd(r.flow, len(keys))
+		for _, k := range keys {
+			if cs.reported[[2]string{rc.Name, k}] {
+				continue
+			}
+			cs.reported[[2]string{rc.Name, k}] = true
+			r.log.Warn("topic-config sync replaces a value set on the remote topic with the source topic's (MM2's rule); list the key in mm2go.sync.topic.configs.keep to keep it",
+				zap.String("target_topic", rc.Name), zap.String("key", k), zap.String("target_value", strOr(target[k].Value)))
+		}
+	}
+}
+
+func strOr(v *string) string {
+	if v == nil {
+		return ""
+	}
+	return *v
+}
+
+// alterRemoteConfigs applies ops to the remote topics and returns those
+// that were altered. A target without IncrementalAlterConfigs is logged at
+// error level (MM2 fails its connector then; mm2go keeps copying records).
+func (r *Replicator) alterRemoteConfigs(ctx context.Context, ops []kadm.AlterConfig, remotes []string) []string {
 	sort.Strings(remotes)
 	resps, err := r.o.TargetAdmin.AlterTopicConfigs(ctx, ops, remotes...)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil // a shutdown
+	}
 	if err != nil {
 		r.m.error(r.flow, reasonConfigSync)
 		if errors.Is(err, kerr.UnsupportedVersion) {
@@ -163,11 +297,11 @@ func (r *Replicator) alterRemoteConfigs(ctx context.Context, ops []kadm.AlterCon
 		}
 		// kadm returns what the brokers that answered said.
 	}
-	var altered int
+	var altered []string
 	for _, resp := range resps {
 		switch {
 		case resp.Err == nil:
-			altered++
+			altered = append(altered, resp.Name)
 		case errors.Is(resp.Err, kerr.UnsupportedVersion):
 			r.m.error(r.flow, reasonConfigSync)
 			r.log.Error("target does not support IncrementalAlterConfigs; remote topic configs are not synced",

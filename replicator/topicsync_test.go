@@ -271,6 +271,33 @@ func TestTopicConfigSync(t *testing.T) {
 		require.True(t, sawShared, "one request for the topics with identical configs")
 	})
 
+	t.Run("target-side overrides: reported once, kept when asked", func(t *testing.T) {
+		b := newBed(t)
+		b.createTopic(b.srcAdm, "conf", 1, nil)
+		b.produce("conf", 1, 0, 1)
+		log, observed := observedLogger(t)
+		reg := prometheus.NewRegistry()
+		stop := b.runLogged(b.flow("sync.topic.configs.interval.seconds = 1", `mm2go.sync.topic.configs.keep = retention\.ms`), reg, log)
+		b.read("A.conf", 1)
+		alter(t, b.dstAdm, "A.conf",
+			kadm.AlterConfig{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("4321")},
+			kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("3600000")})
+		waitFor(t, "the override of max.message.bytes removed", func() bool {
+			return topicConfigs(t, b.dstAdm, "A.conf")["max.message.bytes"].Source == kmsg.ConfigSourceDefaultConfig
+		})
+		// Rounds after the removal report nothing new.
+		rounds := func() int { return len(observed.FilterMessage("topic configs synced").All()) }
+		n := rounds()
+		waitFor(t, "two more rounds", func() bool { return rounds() >= n+2 })
+		require.NoError(t, stop())
+		require.Equal(t, "3600000", topicConfigs(t, b.dstAdm, "A.conf")["retention.ms"].Value, "a kept key is not touched")
+		require.Equal(t, 1.0, metricValue(t, reg, "mm2go_replicator_topic_config_overrides_removed_total", map[string]string{"flow": "A->B"}))
+		warned := observed.FilterMessageSnippet("replaces a value set on the remote topic").All()
+		require.Len(t, warned, 1)
+		require.Equal(t, "max.message.bytes", warned[0].ContextMap()["key"])
+		require.Equal(t, "4321", warned[0].ContextMap()["target_value"])
+	})
+
 	t.Run("source defaults", func(t *testing.T) {
 		b := newBed(t)
 		b.createTopic(b.srcAdm, "conf", 1, nil)
