@@ -36,15 +36,18 @@ import (
 // source broker; only groups that are empty have their offsets fetched
 // (batched per coordinator), and the target is asked only about groups
 // whose source offsets changed, whose state changed, or whose last round
-// left something to do; every sync.group.offsets.interval.seconds every
-// group is looked at again.
+// left something to do; once a minute every group is looked at again.
 //
 // What the rule cannot see: a group whose consumers commit without joining
 // it (assign() with a group.id) is always empty, so its current commit is
 // synced at every round and a consumer switched while the source consumer
 // still commits re-reads what it consumed after that round; and a source
 // group that is empty only for a moment (every member restarted at once)
-// gets the exact offsets of that moment, removed again when it has members.
+// gets the exact offsets of that moment, removed again when it has members;
+// and a group whose consumers come and go on the source within one round
+// (a watch interval plus the round's requests, seconds only when the
+// clusters are overloaded) leaves the offsets of before it until the next
+// round commits the new ones.
 
 // syncMarker is the commit metadata of offsets the exact sync commits when
 // the source commit carries none; with it, and with what the process
@@ -196,6 +199,11 @@ func (c *Checkpointer) watch(ctx context.Context) {
 	}
 	sort.Strings(empty)
 	sort.Strings(newlyActive)
+	// First what cannot wait: offsets committed while a group was empty
+	// are stale once it has members again.
+	if len(newlyActive) > 0 {
+		c.cleanActive(ctx, actx, newlyActive)
+	}
 
 	src := make(map[string]kadm.OffsetResponses)
 	var work []string
@@ -217,41 +225,34 @@ func (c *Checkpointer) watch(ctx context.Context) {
 			if fp == "" {
 				continue // nothing on a replicated topic
 			}
-			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Since(d.at) < c.o.Flow.SyncGroupOffsetsInterval {
+			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Since(d.at) < switchRecheck {
 				continue
 			}
 			src[g] = r.Fetched
 			work = append(work, g)
 		}
 	}
-	if len(work) == 0 && len(newlyActive) == 0 {
+	if len(work) == 0 {
 		return
 	}
-	// Groups whose source group is empty are described first: commits go
-	// only into idle target groups. Groups that just got members on the
-	// source skip that step, to remove stale offsets one round trip sooner:
-	// the broker itself refuses to delete offsets of a topic the target
-	// group's members are subscribed to.
+	// Commits go only into idle target groups.
+	desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
+	if err != nil {
+		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
+		return
+	}
 	var idle []string
-	if len(work) > 0 {
-		desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
-		if err != nil {
-			c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
-			return
-		}
-		for _, g := range work {
-			switch d := desc[g]; {
-			case d.err != nil:
-				c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
-			case !d.idle():
-				c.m.skippedOffsets(c.flow, SkipActive, 1)
-				c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
-			default:
-				idle = append(idle, g)
-			}
+	for _, g := range work {
+		switch d := desc[g]; {
+		case d.err != nil:
+			c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
+		case !d.idle():
+			c.m.skippedOffsets(c.flow, SkipActive, 1)
+			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
+		default:
+			idle = append(idle, g)
 		}
 	}
-	idle = append(idle, newlyActive...)
 	if len(idle) == 0 {
 		return
 	}
@@ -284,15 +285,40 @@ func (c *Checkpointer) watch(ctx context.Context) {
 			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; synced at the next round", r.Err, zap.String("group", g))
 			continue
 		}
-		if offs, isEmpty := src[g]; isEmpty {
-			if c.syncEmpty(actx, g, offs, r.Fetched, starts) {
-				committed = append(committed, g)
-			}
-		} else if c.removeOurs(actx, g, r.Fetched) {
-			sw.active[g] = true
+		if c.syncEmpty(actx, g, src[g], r.Fetched, starts) {
+			committed = append(committed, g)
 		}
 	}
 	c.checkJoined(ctx, committed)
+}
+
+// switchRecheck is how often the exact sync looks at a target group again
+// although its source group's commit did not change.
+const switchRecheck = time.Minute
+
+// cleanActive removes the offsets the sync committed into the target groups
+// of groups that just got members on the source. It skips describing the
+// target groups, to be one round trip sooner: the broker itself refuses to
+// delete offsets of a topic the target group's members are subscribed to.
+func (c *Checkpointer) cleanActive(ctx, actx context.Context, groups []string) {
+	tgt := c.o.TargetAdmin.FetchManyOffsets(actx, groups...)
+	for _, g := range groups {
+		r, ok := tgt[g]
+		switch {
+		case !ok:
+			c.fail(ctx, reasonOffsetFetch, "fetch target group offsets; cleaned up at the next round", errGroupMissing, zap.String("group", g))
+			continue
+		case errors.Is(r.Err, kerr.GroupIDNotFound):
+			c.sw.active[g] = true
+			continue
+		case r.Err != nil:
+			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; cleaned up at the next round", r.Err, zap.String("group", g))
+			continue
+		}
+		if c.removeOurs(actx, g, r.Fetched) {
+			c.sw.active[g] = true
+		}
+	}
 }
 
 // syncEmpty commits the translations of an empty source group's offsets
