@@ -177,6 +177,9 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 	if !s.identity {
 		createTopics(ctx, t, dstAdm, partitions, topics) // the local topics the producers switch to
 	}
+	// The clusters are shared: hundreds of idle partitions left behind
+	// would slow every later test down.
+	t.Cleanup(func() { deleteSuiteTopics(t, srcAdm, dstAdm, id) })
 	// The groups start at the log start on the source, as an operator
 	// resets them for consumers with auto.offset.reset=none.
 	for _, tr := range trials {
@@ -305,6 +308,33 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 			l, err := strconv.ParseFloat(limit, 64)
 			require.NoError(t, err, "MM2GO_SWITCHOVER_MAX_P99")
 			require.LessOrEqualf(t, p99, l, "p99 of the time to a safe switch at %d records/s", rate)
+		}
+	}
+}
+
+// deleteSuiteTopics deletes the topics of a suite on both clusters: every
+// topic whose name has the suite's id in it (trial, local and remote
+// topics, the internal topics of its aliases).
+func deleteSuiteTopics(t *testing.T, srcAdm, dstAdm *kadm.Client, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, adm := range []*kadm.Client{srcAdm, dstAdm} {
+		listed, err := adm.ListTopics(ctx)
+		if err != nil {
+			t.Logf("list topics to delete: %v", err)
+			continue
+		}
+		var mine []string
+		for _, name := range listed.Names() {
+			if strings.Contains(name, id) {
+				mine = append(mine, name)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
+			t.Logf("delete the suite's %d topics: %v", len(mine), err)
 		}
 	}
 }
