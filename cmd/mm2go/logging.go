@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -21,8 +22,11 @@ const (
 	logJSON    logFormat = "json"
 )
 
-// newLogger builds the root logger. Every entry is also counted in
-// mm2go_log_messages_total{level} on reg.
+// newLogger builds the root logger. Every entry written is also counted in
+// mm2go_log_messages_total{level} on reg. Warnings and errors of one cause
+// (logger, message, and the flow, topic, group and reason fields) are
+// written once per 30 s; the next line of the cause says how many were left
+// out (field "repeated").
 func newLogger(w io.Writer, level string, format logFormat, reg prometheus.Registerer) (*zap.Logger, zap.AtomicLevel, error) {
 	lvl, err := zap.ParseAtomicLevel(strings.ToLower(level))
 	if err != nil {
@@ -45,11 +49,13 @@ func newLogger(w io.Writer, level string, format logFormat, reg prometheus.Regis
 		Name: "mm2go_log_messages_total",
 		Help: "Log entries written, by level.",
 	}, []string{"level"})
-	core := zapcore.NewCore(enc, zapcore.AddSync(w), lvl)
-	log := zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+	core := zapcore.RegisterHooks(zapcore.NewCore(enc, zapcore.AddSync(w), lvl), func(e zapcore.Entry) error {
 		counter.WithLabelValues(e.Level.String()).Inc()
 		return nil
-	}))
+	})
+	// Warnings and errors of one cause are written once per repeatWindow;
+	// the counter counts the lines written.
+	log := zap.New(newRepeatCore(core, repeatWindow, time.Now))
 	return log, lvl, nil
 }
 
