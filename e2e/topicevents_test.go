@@ -84,3 +84,33 @@ func TestIntegrationRetentionLoss(t *testing.T) {
 	})
 	require.Contains(t, p.out.String(), "source records removed by retention before they were copied")
 }
+
+// TestIntegrationSourceTopicDeletedQuietly: a source topic deleted while
+// mm2go copies it gives a few log lines, not a storm (547 warnings in 3.6 s
+// before warnings of one cause were written once per 30 s).
+func TestIntegrationSourceTopicDeletedQuietly(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic("gone")
+	e.createTopic(topic, 6, nil)
+	var seq int
+	produceN(t, e.srcCl, []string{topic}, 6, 60, &seq)
+	// Ten seconds between topic refreshes: until the refresh drops the
+	// topic, every fetch of its six partitions fails.
+	p := e.start("-c", e.config("refresh.topics.interval.seconds = 10"), "--web.listen-address", "")
+	eventually(t, time.Minute, "the topic copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(topic)) == 60 })
+	before := len(p.out.String())
+
+	_, err := e.srcAdm.DeleteTopics(e.ctx(), topic)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the deletion noticed by a refresh", func() bool {
+		return strings.Contains(p.out.String()[before:], "source topic gone or no longer selected")
+	})
+	var lines []string
+	for _, l := range strings.Split(p.out.String()[before:], "\n") {
+		if strings.Contains(l, "WARN") || strings.Contains(l, "ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	require.LessOrEqual(t, len(lines), 8, "warnings after the deletion:\n%s", strings.Join(lines, "\n"))
+	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second))
+}
