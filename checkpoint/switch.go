@@ -71,7 +71,7 @@ type switchState struct {
 
 type doneAt struct {
 	fingerprint string
-	at          time.Time
+	until       time.Time // when the group is looked at again all the same
 }
 
 func newSwitchState() *switchState {
@@ -87,6 +87,9 @@ type switchPlan struct {
 	pending []GroupOffset
 	// untranslated counts partitions the offset map knows nothing of.
 	untranslated int
+	// localMissing is set when a local topic of the group's remote topics
+	// was not found on the target (local initialization on).
+	localMissing bool
 }
 
 // planSwitch translates the current commits of an empty source group (only
@@ -122,6 +125,13 @@ func planSwitch(idx *Index, sel policy.TopicSelector, source string, src, tgt ka
 	}
 	if local {
 		p.wants = append(p.wants, localInits(sel.Policy, source, remotes, starts, tgt)...)
+		for _, r := range remotes {
+			if l, ok := localTopic(sel.Policy, source, r); ok {
+				if _, there := starts[l]; !there {
+					p.localMissing = true
+				}
+			}
+		}
 	}
 	return p
 }
@@ -225,7 +235,7 @@ func (c *Checkpointer) watch(ctx context.Context) {
 			if fp == "" {
 				continue // nothing on a replicated topic
 			}
-			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Since(d.at) < switchRecheck {
+			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Now().Before(d.until) {
 				continue
 			}
 			src[g] = r.Fetched
@@ -345,7 +355,10 @@ func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.Of
 	for _, s := range skipped {
 		c.m.skippedOffsets(c.flow, s.Reason, 1)
 	}
-	finished := len(sp.pending) == 0
+	// Done with this commit of the group when every partition is
+	// translated and committed; partitions the offset map does not know yet
+	// are tried again at the next round.
+	finished := len(sp.pending) == 0 && sp.untranslated == 0
 	if len(applied) > 0 {
 		ok, becameActive, err := commitOffsets(ctx, c.o.TargetAdmin, g, offsets)
 		switch {
@@ -375,16 +388,27 @@ func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.Of
 			c.log.Info("source group is empty; its final offsets were translated and committed into the target group",
 				zap.String("group", g), zap.Int("offsets", len(done)), zap.Int("waiting_for_replication", len(sp.pending)))
 		}
-		if !finished {
-			return len(done) > 0
+		if finished {
+			c.markDone(g, src, sp.localMissing)
 		}
-		sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now()}
 		return len(done) > 0
 	}
 	if finished {
-		sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now()}
+		c.markDone(g, src, sp.localMissing)
 	}
 	return false
+}
+
+// markDone records that the group's commit src is synced. A group with a
+// local topic not there yet (its producers' topic on the target, created
+// later) is looked at again every sync.group.offsets.interval.seconds, so
+// that it is initialized soon after it appears; others once a minute.
+func (c *Checkpointer) markDone(g string, src kadm.OffsetResponses, localMissing bool) {
+	again := switchRecheck
+	if localMissing {
+		again = min(again, c.o.Flow.SyncGroupOffsetsInterval)
+	}
+	c.sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now().Add(again)}
 }
 
 // staleOurs returns the target partitions of pending on which the target

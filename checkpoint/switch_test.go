@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -213,6 +214,34 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		c.idx.Apply(mpos("t", 1, 140, 150))
 		c.watch(ctx)
 		require.Equal(t, []int64{70, 140}, committed(t, b.dstAdm, "g", "A.t", 2))
+	})
+
+	t.Run("exact tries again until the offset map knows the partitions", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		ctx := context.Background()
+		leave()
+		known := c.idx
+		c.idx = NewIndex(0, nil) // as if the offset map had not been read yet
+		c.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2))
+		require.Equal(t, 2.0, skippedCount(c, SkipNotTranslated))
+		c.idx = known
+		c.watch(ctx)
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+	})
+
+	t.Run("exact initializes a local topic created later", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		c.o.Flow.SyncGroupOffsetsInterval = 0 // look again at once
+		ctx := context.Background()
+		leave()
+		c.watch(ctx)
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+		createTopic(t, b.dst, "t", 2) // the producers' topic on the target
+		waitFor(t, "the local topic initialized", func() bool {
+			c.watch(ctx) // a round may still see the topic missing (metadata cache)
+			return slices.Equal([]int64{0, 0}, committed(t, b.dstAdm, "g", "t", 2))
+		})
 	})
 
 	t.Run("exact leaves a target group with members alone", func(t *testing.T) {

@@ -187,7 +187,13 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		for p := range int32(partitions) {
 			offs.Add(kadm.Offset{Topic: tr.Topic, Partition: p, At: 0, LeaderEpoch: -1})
 		}
-		require.NoError(t, srcAdm.CommitAllOffsets(ctx, tr.Group, offs))
+		// The brokers learn of new topics a moment after CreateTopics
+		// returns: until then a commit is refused (UNKNOWN_TOPIC_OR_PARTITION).
+		var err error
+		eventually(t, 30*time.Second, "offsets of "+tr.Group+" committed on the source", func() bool {
+			err = srcAdm.CommitAllOffsets(ctx, tr.Group, offs)
+			return err == nil
+		})
 	}
 
 	flow := src + "->" + dst
