@@ -220,25 +220,18 @@ func (c *Checkpointer) watch(ctx context.Context) {
 	if len(empty) > 0 {
 		fetched := c.o.SourceAdmin.FetchManyOffsets(actx, empty...)
 		for _, g := range empty {
-			r, ok := fetched[g]
-			switch {
-			case !ok:
-				c.fail(ctx, reasonOffsetFetch, "fetch source group offsets; synced at the next round", errGroupMissing, zap.String("group", g))
-				continue
-			case errors.Is(r.Err, kerr.GroupIDNotFound):
-				continue
-			case r.Err != nil:
-				c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch source group offsets; synced at the next round", r.Err, zap.String("group", g))
+			offs, ok := c.offsetsOf(ctx, fetched, g, "fetch source group offsets; synced at the next round")
+			if !ok {
 				continue
 			}
-			fp := fingerprint(c.sel, r.Fetched)
+			fp := fingerprint(c.sel, offs)
 			if fp == "" {
 				continue // nothing on a replicated topic
 			}
 			if d, ok := sw.done[g]; ok && d.fingerprint == fp && time.Now().Before(d.until) {
 				continue
 			}
-			src[g] = r.Fetched
+			src[g] = offs
 			work = append(work, g)
 		}
 	}
@@ -286,16 +279,11 @@ func (c *Checkpointer) watch(ctx context.Context) {
 	}
 	var committed []string
 	for _, g := range idle {
-		r, ok := tgt[g]
-		switch {
-		case !ok:
-			c.fail(ctx, reasonOffsetFetch, "fetch target group offsets; synced at the next round", errGroupMissing, zap.String("group", g))
-			continue
-		case r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound):
-			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; synced at the next round", r.Err, zap.String("group", g))
+		offs, ok := c.offsetsOf(ctx, tgt, g, "fetch target group offsets; synced at the next round")
+		if !ok {
 			continue
 		}
-		if c.syncEmpty(actx, g, src[g], r.Fetched, starts) {
+		if c.syncEmpty(actx, g, src[g], offs, starts) {
 			committed = append(committed, g)
 		}
 	}
@@ -313,22 +301,29 @@ const switchRecheck = time.Minute
 func (c *Checkpointer) cleanActive(ctx, actx context.Context, groups []string) {
 	tgt := c.o.TargetAdmin.FetchManyOffsets(actx, groups...)
 	for _, g := range groups {
-		r, ok := tgt[g]
-		switch {
-		case !ok:
-			c.fail(ctx, reasonOffsetFetch, "fetch target group offsets; cleaned up at the next round", errGroupMissing, zap.String("group", g))
-			continue
-		case errors.Is(r.Err, kerr.GroupIDNotFound):
-			c.sw.active[g] = true
-			continue
-		case r.Err != nil:
-			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; cleaned up at the next round", r.Err, zap.String("group", g))
-			continue
-		}
-		if c.removeOurs(actx, g, r.Fetched) {
+		offs, ok := c.offsetsOf(ctx, tgt, g, "fetch target group offsets; cleaned up at the next round")
+		if ok && c.removeOurs(actx, g, offs) {
 			c.sw.active[g] = true
 		}
 	}
+}
+
+// offsetsOf returns group g's offsets from a batched fetch; a group that
+// does not exist has none. A failure is logged and counted with msg, and ok
+// is false.
+func (c *Checkpointer) offsetsOf(ctx context.Context, fetched kadm.FetchOffsetsResponses, g, msg string) (kadm.OffsetResponses, bool) {
+	r, ok := fetched[g]
+	switch {
+	case !ok:
+		c.fail(ctx, reasonOffsetFetch, msg, errGroupMissing, zap.String("group", g))
+		return nil, false
+	case errors.Is(r.Err, kerr.GroupIDNotFound):
+		return nil, true
+	case r.Err != nil:
+		c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), msg, r.Err, zap.String("group", g))
+		return nil, false
+	}
+	return r.Fetched, true
 }
 
 // syncEmpty commits the translations of an empty source group's offsets

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -383,6 +384,26 @@ func (r flowReader) interval(enabledKey, intervalKey string, defEnabled bool, de
 	return enabled, time.Duration(secs) * time.Second
 }
 
+// choice reads a key whose value is one of def and others, case-insensitive;
+// def when the key is not set. Another value is an error naming them all.
+func choice[T ~string](r flowReader, key string, def T, others ...T) T {
+	e, ok := r.get(key)
+	if !ok {
+		return def
+	}
+	all := append([]T{def}, others...)
+	v := T(strings.ToLower(javaTrim(e.value)))
+	if slices.Contains(all, v) {
+		return v
+	}
+	names := make([]string, len(all))
+	for i, a := range all {
+		names[i] = string(a)
+	}
+	r.p.probs.errorf(e.origin, "invalid value (got %q, want %s or %s)", e.value, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	return def
+}
+
 // millis reads a LONG in milliseconds, at least lo ms.
 func (r flowReader) millis(key string, def time.Duration, lo int64) time.Duration {
 	maxMs := int64(math.MaxInt64 / int64(time.Millisecond))
@@ -487,35 +508,11 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		p.probs.warn(e.origin, "no effect for flow %s, as in MM2: group offsets are synced by the checkpoint tasks, which do not run without emit.checkpoints.enabled and emit.offset-syncs.enabled", f.Name())
 	}
 	f.OffsetLagMax = r.integer(keyOffsetLagMax, 100, 0, math.MaxInt64, "0..9223372036854775807")
-	f.CopyMode = CopyRecords
-	if e, ok := r.get(keyCopyMode); ok {
-		switch v := CopyMode(strings.ToLower(javaTrim(e.value))); v {
-		case CopyRecords, CopyBatches:
-			f.CopyMode = v
-		default:
-			p.probs.errorf(e.origin, "invalid value (got %q, want records or batches)", e.value)
-		}
-	}
-	f.GroupSyncMode = GroupSyncExact
-	if e, ok := r.get(keyGroupSyncMode); ok {
-		switch v := GroupSyncMode(strings.ToLower(javaTrim(e.value))); v {
-		case GroupSyncExact, GroupSyncPeriodic:
-			f.GroupSyncMode = v
-		default:
-			p.probs.errorf(e.origin, "invalid value (got %q, want exact or periodic)", e.value)
-		}
-	}
+	f.CopyMode = choice(r, keyCopyMode, CopyRecords, CopyBatches)
+	f.GroupSyncMode = choice(r, keyGroupSyncMode, GroupSyncExact, GroupSyncPeriodic)
 	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)
 	f.TopicConfigsKeep = r.regexList(keyConfigsKeep, "")
-	f.ACLSyncMode = ACLSyncRead
-	if e, ok := r.get(keyACLSyncMode); ok {
-		switch v := ACLSyncMode(strings.ToLower(javaTrim(e.value))); v {
-		case ACLSyncRead, ACLSyncMM2:
-			f.ACLSyncMode = v
-		default:
-			p.probs.errorf(e.origin, "invalid value (got %q, want read or mm2)", e.value)
-		}
-	}
+	f.ACLSyncMode = choice(r, keyACLSyncMode, ACLSyncRead, ACLSyncMM2)
 	f.provenanceMode = "auto"
 	if e, ok := r.get(keyProvenanceHeaders); ok {
 		switch v := strings.ToLower(javaTrim(e.value)); v {
