@@ -262,11 +262,14 @@ func (c *Checkpointer) watch(ctx context.Context) {
 	tgt := c.o.TargetAdmin.FetchManyOffsets(actx, idle...)
 	var starts map[string]map[int32]int64
 	if c.o.InitLocalTopics {
+		// The remote topics' names need no translation (planSwitch
+		// translates once, per group).
 		var remotes []string
+		f := c.o.Flow
 		for _, g := range idle {
-			if offs, ok := src[g]; ok {
-				for _, o := range translateFetched(c.idx, c.sel, c.o.Flow.Source, offs, "") {
-					remotes = append(remotes, o.RemoteTopic)
+			for topic := range src[g] {
+				if c.sel.ShouldReplicate(topic) {
+					remotes = append(remotes, RemoteTopic(c.o.Policy, f.Source, f.Target, topic))
 				}
 			}
 		}
