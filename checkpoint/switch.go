@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -67,7 +68,35 @@ type switchState struct {
 	done map[string]doneAt
 	// ours holds the offsets the sync committed per target group.
 	ours map[string]map[TopicPartition]int64
+
+	// mu guards the maps done and ours (not their inner maps) while a
+	// round syncs several groups at once; each group's inner map belongs
+	// to the goroutine of that group.
+	mu sync.Mutex
 }
+
+// oursOf returns the offsets the sync committed into group g (nil if none).
+func (sw *switchState) oursOf(g string) map[TopicPartition]int64 {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.ours[g]
+}
+
+// oursFor is oursOf, creating the map if needed.
+func (sw *switchState) oursFor(g string) map[TopicPartition]int64 {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.ours[g] == nil {
+		sw.ours[g] = make(map[TopicPartition]int64)
+	}
+	return sw.ours[g]
+}
+
+// switchParallel is how many groups a round commits into at once: with
+// many groups becoming empty together (a whole application switched), one
+// commit round trip after the other would hold the last one back for
+// seconds.
+const switchParallel = 16
 
 type doneAt struct {
 	fingerprint string
@@ -280,16 +309,30 @@ func (c *Checkpointer) watch(ctx context.Context) {
 			}
 		}
 	}
-	var committed []string
+	var (
+		mu        sync.Mutex
+		committed []string
+		wg        sync.WaitGroup
+		slots     = make(chan struct{}, switchParallel)
+	)
 	for _, g := range idle {
 		offs, ok := c.offsetsOf(ctx, tgt, g, "fetch target group offsets; synced at the next round")
 		if !ok {
 			continue
 		}
-		if c.syncEmpty(actx, g, src[g], offs, starts) {
-			committed = append(committed, g)
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if c.syncEmpty(actx, g, src[g], offs, starts) {
+				mu.Lock()
+				committed = append(committed, g)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
+	sort.Strings(committed)
 	c.checkJoined(ctx, committed)
 }
 
@@ -373,12 +416,10 @@ func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.Of
 		if len(done) < len(applied) {
 			finished = false
 		}
-		if sw.ours[g] == nil {
-			sw.ours[g] = make(map[TopicPartition]int64)
-		}
+		ours := sw.oursFor(g)
 		for _, a := range done {
 			if !a.LocalInit {
-				sw.ours[g][TopicPartition{a.Topic, a.Partition}] = a.Offset
+				ours[TopicPartition{a.Topic, a.Partition}] = a.Offset
 			}
 		}
 		if len(done) > 0 {
@@ -406,13 +447,15 @@ func (c *Checkpointer) markDone(g string, src kadm.OffsetResponses, localMissing
 	if localMissing {
 		again = min(again, c.o.Flow.SyncGroupOffsetsInterval)
 	}
+	c.sw.mu.Lock()
 	c.sw.done[g] = doneAt{fingerprint(c.sel, src), time.Now().Add(again)}
+	c.sw.mu.Unlock()
 }
 
 // staleOurs returns the target partitions of pending on which the target
 // group holds an offset the sync committed.
 func (c *Checkpointer) staleOurs(g string, pending []GroupOffset, tgt kadm.OffsetResponses) kadm.TopicsSet {
-	mine := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.ours[g], c.marker)
+	mine := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.oursOf(g), c.marker)
 	out := make(kadm.TopicsSet)
 	for _, o := range pending {
 		if _, ok := mine[o.RemoteTopic][o.Partition]; ok {
@@ -426,7 +469,7 @@ func (c *Checkpointer) staleOurs(g string, pending []GroupOffset, tgt kadm.Offse
 // group g, whose source group has members again. It reports whether the
 // group is clean.
 func (c *Checkpointer) removeOurs(ctx context.Context, g string, tgt kadm.OffsetResponses) bool {
-	rm := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.ours[g], c.marker)
+	rm := removals(c.o.Policy, c.o.Flow.Source, c.sel, tgt, c.sw.oursOf(g), c.marker)
 	return c.deleteOurs(ctx, g, rm, "source group has members again; offsets synced into the target group while it was empty were removed, so that no consumer starts from them")
 }
 
@@ -453,9 +496,10 @@ func (c *Checkpointer) deleteOurs(ctx context.Context, g string, rm kadm.TopicsS
 		c.fail(ctx, reasonOf(err, reasonCommit), "remove stale synced offsets from target group; retried at the next round", err, zap.String("group", g))
 		return false
 	}
+	ours := c.sw.oursOf(g)
 	for t, ps := range rm {
 		for p := range ps {
-			delete(c.sw.ours[g], TopicPartition{t, p})
+			delete(ours, TopicPartition{t, p})
 		}
 	}
 	c.m.removedOffsets(c.flow, n)

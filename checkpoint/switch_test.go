@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -193,6 +194,21 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		c.watch(ctx)
 		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2))
 		require.Equal(t, 2.0, testutil.ToFloat64(c.m.removed.WithLabelValues("A->B")))
+	})
+
+	t.Run("exact syncs many groups of one round at once", func(t *testing.T) {
+		b, c, leave := setup(t, config.GroupSyncExact)
+		leave()
+		const n = 3 * switchParallel
+		for i := range n {
+			commit(t, b.srcAdm, fmt.Sprintf("many-%d", i), "t", map[int32]int64{0: 40, 1: 50}, "")
+		}
+		c.watch(context.Background())
+		for i := range n {
+			require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, fmt.Sprintf("many-%d", i), "A.t", 2), "group many-%d", i)
+		}
+		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
+		require.Equal(t, float64(2*(n+1)), testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")))
 	})
 
 	t.Run("exact waits for replication to pass the final commit", func(t *testing.T) {

@@ -375,7 +375,10 @@ func runSwitchTrials(t *testing.T, trials []switchTrial, concurrency int) []swit
 		"trials":      trials,
 	})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// A trial takes under a minute (about 20 s at most when the brokers
+	// keep up); a stuck one must not hold the run for ever.
+	limit := max(15*time.Minute, time.Duration(len(trials)/max(concurrency, 1)+1)*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "python3", filepath.Join("testdata", "switchover.py"))
 	// Its own process group, so that a timeout also ends the worker
@@ -422,7 +425,7 @@ func percentiles(xs []float64) (p50, p99, maxv float64) {
 }
 
 // switchConcurrency is how many trials run at once
-// (MM2GO_SWITCHOVER_CONCURRENCY, default 10).
+// (MM2GO_SWITCHOVER_CONCURRENCY, default 10; testbed/test.sh sets 4).
 func switchConcurrency(t *testing.T) int {
 	t.Helper()
 	if s := os.Getenv("MM2GO_SWITCHOVER_CONCURRENCY"); s != "" {
