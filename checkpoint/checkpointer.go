@@ -165,7 +165,7 @@ func (c *Checkpointer) Index() *Index { return c.idx }
 // returned: each is logged, counted in mm2go_checkpoint_errors_total and
 // retried at the next interval.
 func (c *Checkpointer) Run(ctx context.Context) error {
-	err := c.start(ctx)
+	err := c.startGuarded(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -193,6 +193,28 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// startGuarded runs start; under the exact group-offset sync, the sync's
+// guard runs meanwhile.
+func (c *Checkpointer) startGuarded(ctx context.Context) error {
+	f := c.o.Flow
+	if !f.SyncGroupOffsetsEnabled || f.SyncGroupOffsetsInterval <= 0 || f.GroupSyncMode == config.GroupSyncPeriodic {
+		return c.start(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.start(ctx) }()
+	t := time.NewTicker(f.GroupSyncWatchInterval)
+	defer t.Stop()
+	c.guard(ctx)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			c.guard(ctx)
+		}
+	}
 }
 
 // start ensures the checkpoints topic and loads the checkpoints, the offset

@@ -201,7 +201,18 @@ func fingerprint(sel policy.TopicSelector, offs kadm.OffsetResponses) string {
 
 // watch is one round of the exact group-offset sync (see the top of this
 // file).
-func (c *Checkpointer) watch(ctx context.Context) {
+func (c *Checkpointer) watch(ctx context.Context) { c.round(ctx, true) }
+
+// guard is the part of a round that needs neither the offset map nor the
+// checkpoints: removing the offsets the sync committed from target groups
+// whose source groups have members. It runs from the checkpointer's start
+// until those are loaded (seconds on a large flow), so that a restarted
+// process does not leave a stale offset in place meanwhile.
+func (c *Checkpointer) guard(ctx context.Context) { c.round(ctx, false) }
+
+// round is one round of the exact sync; without full it stops after the
+// groups that got members were cleaned up.
+func (c *Checkpointer) round(ctx context.Context, full bool) {
 	actx, cancel := context.WithTimeout(ctx, c.o.Flow.AdminTimeout)
 	defer cancel()
 	listed, err := c.o.SourceAdmin.ListGroups(actx)
@@ -242,6 +253,9 @@ func (c *Checkpointer) watch(ctx context.Context) {
 	// are stale once it has members again.
 	if len(newlyActive) > 0 {
 		c.cleanActive(ctx, actx, newlyActive)
+	}
+	if !full {
+		return
 	}
 
 	src := make(map[string]kadm.OffsetResponses)

@@ -211,6 +211,24 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		require.Equal(t, float64(2*(n+1)), testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")))
 	})
 
+	t.Run("a restarted process removes stale synced offsets before it loaded the offset map", func(t *testing.T) {
+		b, f := syncBed(t)
+		f.GroupSyncMode = config.GroupSyncExact
+		// An earlier process synced g while it was empty; g consumes on the
+		// source again. Offsets someone else committed stay.
+		commit(t, b.dstAdm, "g", "A.t", map[int32]int64{0: 40, 1: 60}, syncMarker("A->B"))
+		commit(t, b.dstAdm, "other", "A.t", map[int32]int64{0: 5, 1: 5}, syncMarker("A->B"))
+		commit(t, b.dstAdm, "g2", "A.t", map[int32]int64{0: 7, 1: 7}, "a consumer's")
+		commit(t, b.srcAdm, "g2", "t", map[int32]int64{0: 7, 1: 7}, "")
+		b.memberOf(b.src, "g", "t", false)
+		b.memberOf(b.src, "g2", "t", false)
+		c := b.newCheckpointer(f, prometheus.NewRegistry(), nil) // not started: nothing loaded
+		c.guard(context.Background())
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2), "stale synced offsets of an active group")
+		require.Equal(t, []int64{7, 7}, committed(t, b.dstAdm, "g2", "A.t", 2), "offsets the sync did not commit")
+		require.Equal(t, []int64{5, 5}, committed(t, b.dstAdm, "other", "A.t", 2), "a group without members on the source")
+	})
+
 	t.Run("exact waits for replication to pass the final commit", func(t *testing.T) {
 		b, c, leave := setup(t, config.GroupSyncExact)
 		ctx := context.Background()
