@@ -120,6 +120,11 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		}
 	}
 	news = r.checkAnchors(ctx, news, want, fresh)
+	if r.fw != nil && len(news) > 0 {
+		if err := r.fw.fenceBeforePlan(ctx, news); err != nil {
+			return err
+		}
+	}
 	plans, err := r.plan(ctx, news, fresh)
 	if err != nil {
 		return err

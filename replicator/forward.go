@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/policy"
 )
 
 // The batches copy mode (mm2go.copy.mode=batches).
@@ -77,8 +81,16 @@ type forwarder struct {
 	troubled bool
 	// Send goroutine only.
 	dst           map[string]topicMeta
+	txnID         string
 	producerID    int64
 	producerEpoch int16
+	fenced        map[tp]bool // remote (target) partitions that have the epoch's marker
+	acquiredAt    time.Time
+	fenceReqs     chan fenceRequest
+	sendDone      chan struct{} // closed when the send goroutine ended
+
+	startMu sync.Mutex // guards started
+	started bool       // the send goroutine runs: acquire only through fenceReqs
 }
 
 // topicMeta is a topic's ID and its partitions' leaders.
@@ -121,6 +133,10 @@ func newForwarder(r *Replicator) *forwarder {
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
 		dst:            make(map[string]topicMeta),
+		txnID:          policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target),
+		fenced:         make(map[tp]bool),
+		fenceReqs:      make(chan fenceRequest),
+		sendDone:       make(chan struct{}),
 	}
 	if level, _ := src.OptValue(kgo.FetchIsolationLevel).(int8); level == 1 {
 		fw.isolation = kgo.ReadCommitted()
@@ -145,24 +161,44 @@ func (*forwarder) SetOffsets(map[string]map[int32]kgo.EpochOffset)            {}
 // run fetches until ctx ends and sends until the last fetch is sent or
 // sendCtx ends. It returns an error only when the producer's state is lost.
 func (fw *forwarder) run(ctx, sendCtx context.Context) error {
-	if err := fw.initProducer(sendCtx); err != nil {
+	var parts []tp
+	fw.r.eachPartition(func(p *partition) { parts = append(parts, tp{p.remote, p.partition}) })
+	fw.startMu.Lock()
+	err := fw.acquire(sendCtx, parts)
+	fw.started = err == nil
+	fw.startMu.Unlock()
+	if err != nil {
 		return err
 	}
 	work := make(chan fwdWork, 1)
 	failed := make(chan struct{}) // closed when sending failed
 	sendErr := make(chan error, 1)
 	go func() {
+		defer close(fw.sendDone)
 		var err error
-		for w := range work {
-			if err != nil {
-				fw.drop(w)
+		for {
+			select {
+			case req := <-fw.fenceReqs:
+				if err == nil {
+					req.done <- fw.acquire(sendCtx, req.parts)
+				} else {
+					req.done <- err
+				}
 				continue
-			}
-			if err = fw.send(sendCtx, w); err != nil {
-				close(failed)
+			case w, ok := <-work:
+				if !ok {
+					sendErr <- err
+					return
+				}
+				if err != nil {
+					fw.drop(w)
+					continue
+				}
+				if err = fw.send(sendCtx, w); err != nil {
+					close(failed)
+				}
 			}
 		}
-		sendErr <- err
 	}()
 	fetchErr := fw.fetchLoop(ctx, work, failed)
 	close(work)
@@ -606,26 +642,99 @@ func (fw *forwarder) drop(w fwdWork) {
 	}
 }
 
-// initProducer gets the forwarder's idempotent producer id from the target.
-func (fw *forwarder) initProducer(ctx context.Context) error {
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionTimeoutMillis = 60000
-	req.ProducerID, req.ProducerEpoch = -1, -1
-	for {
-		resp, err := req.RequestWith(ctx, fw.r.o.Target)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
+// renewEvery is how often the forwarder's transactional id is used again
+// so that the coordinator does not expire it (transactional.id.expiration.ms,
+// 7 days by default): an expired id would get a new producer id, which the
+// markers of the old one do not fence.
+const renewEvery = 24 * time.Hour
+
+// fenceTimeout bounds one acquisition of the transactional id.
+const fenceTimeout = time.Minute
+
+// acquire makes the forwarder the only writer of the remote partitions
+// parts: the flow's transactional id gets a new epoch, and every one of
+// parts not fenced yet gets an abort marker with it, after which no older
+// epoch (an earlier run, a paused or duplicate instance) can write to it
+// (internal/fence). It runs only with nothing in flight: before the send
+// goroutine starts, then in it between sends. New partitions are fenced
+// before their target tail is read (fenceBeforePlan) and before their first
+// batch; every partition's sequence starts over with the new epoch. A call
+// with nothing new to fence does nothing, except once a day.
+func (fw *forwarder) acquire(ctx context.Context, parts []tp) error {
+	todo := map[string][]int32{}
+	n := 0
+	for _, rp := range parts {
+		if !fw.fenced[rp] {
+			todo[rp.topic] = append(todo[rp.topic], rp.partition)
+			n++
 		}
-		if err == nil {
-			fw.producerID, fw.producerEpoch = resp.ProducerID, resp.ProducerEpoch
-			fw.r.eachPartition(func(p *partition) { p.seq = 0 })
-			return nil
-		}
-		if ctx.Err() != nil || !kerr.IsRetriable(err) {
-			return fmt.Errorf("init producer id on %s: %w", fw.r.o.Flow.Target, err)
-		}
-		sleep(ctx, 100*time.Millisecond)
 	}
+	if n == 0 && !fw.acquiredAt.IsZero() && time.Since(fw.acquiredAt) < renewEvery {
+		return nil
+	}
+	f := fw.r.o.Flow
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
+	prod, err := fence.Acquire(ctx, fw.r.o.Target, fw.txnID, fenceTimeout, todo)
+	if err != nil {
+		return fmt.Errorf("fence older writers of %s on %s: %w", f.Name(), f.Target, err)
+	}
+	fw.producerID, fw.producerEpoch, fw.acquiredAt = prod.ID, prod.Epoch, time.Now()
+	for _, rp := range parts {
+		fw.fenced[rp] = true
+	}
+	fw.r.eachPartition(func(p *partition) { p.seq = 0 })
+	fw.r.log.Info("fenced older writers of the remote partitions", zap.String("transactional_id", fw.txnID),
+		zap.Int64("producer_id", prod.ID), zap.Int16("epoch", prod.Epoch), zap.Int("new_partitions", n))
+	return nil
+}
+
+// fenceRequest asks the send goroutine to acquire parts between sends.
+type fenceRequest struct {
+	parts []tp
+	done  chan error
+}
+
+// fenceBeforePlan fences the remote partitions of news before the
+// replicator reads their target tails to decide where they resume: a
+// record an older writer gets acknowledged later would not be seen there
+// and would be copied twice.
+func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) error {
+	parts := make([]tp, 0, len(news))
+	for _, np := range news {
+		parts = append(parts, tp{np.remote, np.partition})
+	}
+	fw.startMu.Lock()
+	if !fw.started {
+		defer fw.startMu.Unlock()
+		return fw.acquire(ctx, parts)
+	}
+	fw.startMu.Unlock()
+	req := fenceRequest{parts: parts, done: make(chan error, 1)}
+	select {
+	case fw.fenceReqs <- req:
+	case <-fw.sendDone:
+		return errors.New("the forwarder stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unfenced returns the remote partitions of w that acquire has not covered.
+func (fw *forwarder) unfenced(w fwdWork) []tp {
+	var out []tp
+	for p := range w {
+		if rp := (tp{p.remote, p.partition}); !fw.fenced[rp] {
+			out = append(out, rp)
+		}
+	}
+	return out
 }
 
 // errProducerState are the errors after which the forwarder's sequence
@@ -640,6 +749,15 @@ func lostProducerState(err error) bool {
 // partition, one Produce request per target leader.
 func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 	r := fw.r
+	if news := fw.unfenced(w); len(news) > 0 || time.Since(fw.acquiredAt) > renewEvery {
+		if err := fw.acquire(ctx, news); err != nil {
+			fw.drop(w)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	backoff := 50 * time.Millisecond
 	for len(w) > 0 {
 		var parts []*partition
@@ -671,6 +789,10 @@ func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 		}
 		retry := fw.sendRound(ctx, by, w)
 		if retry != nil {
+			if fence.Fenced(retry) {
+				fw.drop(w)
+				return fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
+			}
 			if lostProducerState(retry) {
 				fw.drop(w)
 				return fmt.Errorf("target %s lost the idempotent producer's state (%w); restarting the flow", r.o.Flow.Target, retry)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/mm2go/mm2go/internal/fence"
+	"go.uber.org/zap/zaptest"
 	"testing"
 	"time"
 
@@ -59,14 +61,15 @@ func TestBatchesModeForwardsAndReencodes(t *testing.T) {
 
 	// Per partition: 100 records at 0-99, then transactions (record, marker)
 	// x3 at 100-105 with the second aborted, then 50 records at 106-155.
-	// Downstream: 0-99, the two committed records at 100 and 101, 102-151.
+	// Downstream: the fence's abort marker at 0 (the forwarder's first
+	// start), then 1-100, the two committed records at 101 and 102, 103-152.
 	segs, _ := b.offsetMap()
 	for p := range int32(2) {
 		var got [][3]int64 // from, last, down
 		for _, s := range segs[p] {
 			got = append(got, [3]int64{s.From, s.Last, s.Down})
 		}
-		require.Equal(t, [][3]int64{{0, 100, 0}, {104, 104, 101}, {106, 155, 102}}, got, "partition %d", p)
+		require.Equal(t, [][3]int64{{0, 100, 1}, {104, 104, 102}, {106, 155, 103}}, got, "partition %d", p)
 	}
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathForwarded))
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
@@ -119,7 +122,8 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 	require.Equal(t, want, b.read("A.wide", 12))
 	require.Eventually(t, func() bool {
 		segs, _ := b.offsetMap()
-		return len(segs[0]) == 1 && segs[0][0].From == 0 && segs[0][0].Last == 11 && segs[0][0].Down == 0
+		// Downstream 0 is the fence's abort marker.
+		return len(segs[0]) == 1 && segs[0][0].From == 0 && segs[0][0].Last == 11 && segs[0][0].Down == 1
 	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..11")
 	require.NoError(t, stop())
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
@@ -147,5 +151,50 @@ func TestBatchesModeSeveralLeaders(t *testing.T) {
 	b.dst.ShufflePartitionLeaders()
 	add(600, 6)
 	require.Equal(t, want, b.read("A.spread", 900))
+	require.NoError(t, stop())
+}
+
+// TestBatchesModeFencesTheOlderWriter: a second writer of the same flow (a
+// paused holder's successor, a duplicate instance) fences the first: the
+// first writer's next batch is refused and its run ends with an error that
+// says so; every record is on the target once.
+func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "fenced", 2, nil)
+	f := b.flow("mm2go.copy.mode = batches", "sync.topic.configs.enabled = false")
+	want := b.produce("fenced", 2, 0, 100)
+
+	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))
+	defer closeFirst()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Run(ctx1) }()
+	b.read("A.fenced", 100)
+
+	stop := b.runLogged(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("second"))
+	// The second fenced the first before it read the target's tail: it
+	// resumes after the 100 records. The first's next batch is refused.
+	for i := 100; ; i += 10 {
+		more := b.produce("fenced", 2, i, 10)
+		for p, rs := range more {
+			want[p] = append(want[p], rs...)
+		}
+		var err error
+		select {
+		case err = <-firstDone:
+		case <-time.After(200 * time.Millisecond):
+			require.Less(t, i, 2000, "the first writer was never refused")
+			continue
+		}
+		require.Error(t, err)
+		require.Truef(t, fence.Fenced(err), "the first writer's run ended with %v", err)
+		break
+	}
+	n := 0
+	for _, rs := range want {
+		n += len(rs)
+	}
+	require.Equal(t, want, b.read("A.fenced", n), "every record once, in order")
 	require.NoError(t, stop())
 }

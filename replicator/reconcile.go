@@ -227,11 +227,13 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			r.log.Info("found records copied before a crash; resuming after them",
 				zap.String("topic", j.p.topic), zap.Int32("partition", j.p.partition), zap.Int("records", n), zap.Int64("offset", pl.from))
 		}
-		if n < want[k] {
+		// Transaction markers (the fence's abort markers among them) take
+		// offsets but are no one's records.
+		if n < len(dst) {
 			r.m.error(r.flow, reasonForeignRecords)
 			r.log.Warn("remote partition holds records after the last copied one that are not the source's next records (another producer?); copying resumes after the last matching one",
 				zap.String("topic", j.p.topic), zap.Int32("partition", j.p.partition), zap.String("target_topic", j.p.remote),
-				zap.Int64("offset", pl.from), zap.Int("unmatched", want[k]-n))
+				zap.Int64("offset", pl.from), zap.Int("unmatched", len(dst)-n))
 		}
 	}
 	return out, nil

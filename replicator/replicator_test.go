@@ -111,6 +111,35 @@ func (b *bed) run(f *config.Flow, reg prometheus.Registerer) (stop func() error)
 // runLogged is run with the replicator logging to log.
 func (b *bed) runLogged(f *config.Flow, reg prometheus.Registerer, log *zap.Logger) (stop func() error) {
 	b.t.Helper()
+	r, closeClients := b.replicator(f, reg, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := r.Run(ctx)
+		if ctx.Err() == nil {
+			b.t.Errorf("Run returned before it was stopped: %v", err)
+		}
+		done <- err
+	}()
+	var stopped bool
+	var runErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-done
+			closeClients()
+		}
+		return runErr
+	}
+	b.t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// replicator builds a replicator of f on the bed's clusters, with clients
+// of its own that closeClients closes.
+func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Logger) (r *Replicator, closeClients func()) {
+	b.t.Helper()
 	mk := func(c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
 		require.NoError(b.t, err)
@@ -132,30 +161,11 @@ func (b *bed) runLogged(f *config.Flow, reg prometheus.Registerer, log *zap.Logg
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
 	})
 	require.NoError(b.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		err := r.Run(ctx)
-		if ctx.Err() == nil {
-			b.t.Errorf("Run returned before it was stopped: %v", err)
+	return r, func() {
+		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
+			c.Close()
 		}
-		done <- err
-	}()
-	var stopped bool
-	var runErr error
-	stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			runErr = <-done
-			for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
-				c.Close()
-			}
-		}
-		return runErr
 	}
-	b.t.Cleanup(func() { _ = stop() })
-	return stop
 }
 
 type record struct {

@@ -48,6 +48,9 @@ type daemonOptions struct {
 	MaxBufferedBytes int64
 	// ProgressInterval is how often a flow logs progress on a backlog.
 	ProgressInterval time.Duration
+	// InstanceID is this process's static identity in the flows' groups
+	// (internal/fence); "" joins them as a dynamic member.
+	InstanceID string
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -171,7 +174,9 @@ func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 	var down []string
 	d.mu.Lock()
 	for name, h := range d.flows {
-		if _, ok := h.fr.stats(); (h.fr.flow.Enabled && !ok) || !d.m.isUp(name) {
+		// A flow another instance runs (this one stands by) is ready:
+		// standing by is its job.
+		if _, ok := h.fr.stats(); (h.fr.flow.Enabled && !ok && !h.fr.standingBy()) || !d.m.isUp(name) {
 			down = append(down, name)
 		}
 	}
@@ -302,6 +307,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				partitionMetrics: d.o.PartitionMetrics,
 				maxBufferedBytes: d.o.MaxBufferedBytes,
 				progressInterval: d.o.ProgressInterval,
+				instanceID:       d.o.InstanceID,
 			},
 			fingerprint: f.Fingerprint(),
 			cancel:      cancel,
@@ -335,6 +341,8 @@ type daemonMetrics struct {
 	up       *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
 	workers  *prometheus.CounterVec
+	held     *prometheus.GaugeVec
+	lost     *prometheus.CounterVec
 	reload   prometheus.Gauge
 	reloadTS prometheus.Gauge
 	mu       sync.Mutex
@@ -361,6 +369,14 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "mm2go_flow_worker_restarts_total",
 			Help: "Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
 		}, []string{"flow", "reason"}),
+		held: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm2go_flow_lease_held",
+			Help: "1 while this instance holds the flow's lease and runs it, 0 while it stands by (another instance of the flow's group runs it) or waits for the group.",
+		}, []string{"flow"}),
+		lost: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_flow_lease_lost_total",
+			Help: "Times this instance lost the flow's lease while running it (revoked, session timed out, or fenced by the next holder).",
+		}, []string{"flow"}),
 		reload: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mm2go_config_last_reload_successful",
 			Help: "1 if the last configuration reload (SIGHUP) succeeded or none was tried, 0 if it failed and the previous configuration still runs.",
@@ -390,6 +406,7 @@ func (m *daemonMetrics) reloaded(ok bool) {
 // increase() see the first restart.
 func (m *daemonMetrics) initFlow(flow string) {
 	m.restarts.WithLabelValues(flow)
+	m.lost.WithLabelValues(flow)
 	for _, w := range []string{"heartbeat", "checkpoint"} {
 		m.workers.WithLabelValues(flow, w)
 	}
@@ -415,6 +432,16 @@ func (m *daemonMetrics) isUp(flow string) bool {
 func (m *daemonMetrics) workerRestart(flow, worker string) {
 	m.workers.WithLabelValues(flow, worker).Inc()
 }
+
+func (m *daemonMetrics) leaseHeld(flow string, held bool) {
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.held.WithLabelValues(flow).Set(v)
+}
+
+func (m *daemonMetrics) leaseLost(flow string) { m.lost.WithLabelValues(flow).Inc() }
 
 func (m *daemonMetrics) flowRestart(flow string) {
 	m.restarts.WithLabelValues(flow).Inc()

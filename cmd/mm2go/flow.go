@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/heartbeat"
+	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/replicator"
@@ -37,6 +39,10 @@ type flowRunner struct {
 	partitionMetrics bool
 	maxBufferedBytes int64
 	progressInterval time.Duration
+
+	instanceID string
+	// lease is the flow's current lease, while run has one.
+	lease atomic.Pointer[fence.Lease]
 
 	mu  sync.Mutex
 	rep *replicator.Replicator // current run's replicator, for status displays
@@ -65,6 +71,12 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, fence.ErrInstanceFenced) {
+			// Joining again would fence the newer process back.
+			fr.log.Error("another process runs this flow with the same --instance-id; this one stops running it until it is restarted or reloaded (give every process its own id)",
+				zap.String("instance_id", fr.instanceID), zap.Error(err))
+			return
+		}
 		if time.Since(start) > 5*maxBackoff {
 			backoff = minBackoff
 		}
@@ -79,15 +91,121 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 	}
 }
 
-// run creates the flow's clients, runs its workers until ctx is cancelled or
-// one fails, and closes the clients in reverse order of creation.
-func (fr *flowRunner) run(ctx context.Context) (err error) {
+// run checks connectivity, then runs the flow while this process holds
+// its lease: every mm2go process with the same file joins the flow's group
+// on the target, one of them runs the flow and the others stand by
+// (internal/fence). It returns nil when ctx ends and an error when the flow
+// failed or this process must stop running it.
+func (fr *flowRunner) run(ctx context.Context) error {
 	f := fr.flow
 	// A wrong password, CA or address fails here, in one line naming the
 	// cluster, instead of in whichever worker's request hits it first.
 	if err := preflight(ctx, f); err != nil {
 		return fmt.Errorf("check connectivity: %w", err)
 	}
+	if !f.Enabled {
+		return fr.runWorkers(ctx)
+	}
+	lease, err := fr.joinLease(ctx)
+	if err != nil {
+		return err
+	}
+	fr.lease.Store(lease)
+	defer func() {
+		fr.lease.Store(nil)
+		lease.Close()
+	}()
+	for {
+		fr.m.leaseHeld(f.Name(), false)
+		fr.log.Info("waiting for the flow's lease; another instance may run the flow",
+			zap.String("group", policy.LeaseGroup(f.Source)), zap.String("instance_id", fr.instanceID))
+		g, err := lease.Wait(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		fr.m.leaseHeld(f.Name(), true)
+		// The workers stop when the process stops or the lease ends.
+		wctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(g.Context(), cancel)
+		err = fr.runWorkers(wctx)
+		stop()
+		cancel()
+		lost := g.Context().Err() != nil && ctx.Err() == nil
+		g.Release()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case lost && (err == nil || fence.Fenced(err)):
+			fr.m.leaseLost(f.Name())
+			continue // another member holds the lease now
+		case err == nil:
+			return errors.New("the flow's workers stopped")
+		default:
+			// Leaving the group (deferred) lets another member run the
+			// flow while this one backs off.
+			return err
+		}
+	}
+}
+
+// standingBy reports whether another instance runs the flow: this one is
+// in the flow's group without the lease.
+func (fr *flowRunner) standingBy() bool {
+	l := fr.lease.Load()
+	return l != nil && l.Standing()
+}
+
+// joinLease ensures the flow's lease topic on the target and joins its
+// group.
+func (fr *flowRunner) joinLease(ctx context.Context) (*fence.Lease, error) {
+	f := fr.flow
+	adm, err := fr.client(config.RoleTargetAdmin)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	ectx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
+	_, err = itopic.Ensure(ectx, kadm.NewClient(adm), itopic.Spec{
+		Name:              policy.LeaseTopic(f.Source),
+		Partitions:        1,
+		ReplicationFactor: f.OffsetStorageReplicationFactor,
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("ensure the lease topic on %s: %w", f.Target, err)
+	}
+	id := f.Client(config.RoleTargetConsumer).ID + "-lease"
+	return fence.Join(fence.LeaseOptions{
+		Client: func(opts ...kgo.Opt) (*kgo.Client, error) {
+			return fr.client(config.RoleTargetConsumer, append(opts, kgo.ClientID(id))...)
+		},
+		Group:      policy.LeaseGroup(f.Source),
+		Topic:      policy.LeaseTopic(f.Source),
+		Session:    leaseSession,
+		Heartbeat:  leaseHeartbeat,
+		Rebalance:  max(leaseRebalance, fr.drainTimeout+5*time.Second),
+		InstanceID: fr.instanceID,
+		Log:        fr.log.Named("lease"),
+	})
+}
+
+// The lease group's timing: Kafka Connect's worker defaults
+// (session.timeout.ms, heartbeat.interval.ms, rebalance.timeout.ms), so that
+// a host failure moves a flow to another instance within about 10 s.
+const (
+	leaseSession   = 10 * time.Second
+	leaseHeartbeat = 3 * time.Second
+	leaseRebalance = time.Minute
+)
+
+// runWorkers creates the flow's clients, runs its workers until ctx is
+// cancelled or one fails, and closes the clients in reverse order of
+// creation.
+func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
+	f := fr.flow
 	var closers []func()
 	defer func() {
 		for _, c := range slices.Backward(closers) {
@@ -179,6 +297,11 @@ func (fr *flowRunner) run(ctx context.Context) (err error) {
 	fr.mu.Lock()
 	fr.rep = rep
 	fr.mu.Unlock()
+	defer func() {
+		fr.mu.Lock()
+		fr.rep = nil
+		fr.mu.Unlock()
+	}()
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

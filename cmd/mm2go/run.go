@@ -91,6 +91,7 @@ type commonFlags struct {
 	pprof            bool
 	maxBufferedBytes int64
 	progressInterval time.Duration
+	instanceID       string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
@@ -101,6 +102,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
 	fs.DurationVar(&c.progressInterval, "log.progress-interval", 30*time.Second, "while a backlog is copied, how often each flow logs copied records, rate and ETA")
 	fs.BoolVar(&c.pprof, "debug.pprof", false, "serve Go's profiler at /debug/pprof/ on the web listen address")
+	host, _ := os.Hostname()
+	fs.StringVar(&c.instanceID, "instance-id", host, "this process's identity in each flow's group on its target (static membership): unique per process; a process restarted with the same id takes over its flows at once. Default: the host name")
 	fs.Int64Var(&c.maxBufferedBytes, "buffer.max-bytes", 0, "bound on the record bytes each flow holds in memory (fetched and not yet acknowledged), overriding the file's buffer.memory and fetch sizes; 0 keeps them")
 }
 
@@ -189,6 +192,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		Pprof:            cf.pprof,
 		MaxBufferedBytes: cf.maxBufferedBytes,
 		ProgressInterval: cf.progressInterval,
+		InstanceID:       cf.instanceID,
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
