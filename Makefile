@@ -3,10 +3,17 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build demo test test-unit vet tidy-check bench
+.PHONY: build image-files image demo test test-unit vet tidy-check bench
 
 build: ## the mm2go binary in ./bin
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/mm2go ./cmd/mm2go
+
+image-files: ## what the Dockerfile copies: a static linux binary and the host's CA bundle
+	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '$(LDFLAGS)' -o bin/mm2go-linux ./cmd/mm2go
+	cp /etc/ssl/certs/ca-certificates.crt bin/ca-certificates.crt
+
+image: image-files ## the container image mm2go:latest (docker or podman)
+	$${CONTAINER_TOOL:-docker} build -t mm2go:$(VERSION) -t mm2go:latest .
 
 demo: ## replicate between two in-process clusters (no Kafka needed)
 	go run ./cmd/mm2go demo

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/mm2go/mm2go/config"
 )
@@ -798,4 +800,115 @@ func companions(lines []string, documented *regexp.Regexp, prefix string) []stri
 		}
 	}
 	return out
+}
+
+// TestDeployKubernetes parses deploy/kubernetes/mm2go.yaml and holds it to
+// the code: the ConfigMap's MM2 file loads, the container's arguments are
+// flags mm2go has (each pod its own --instance-id), the probes and the
+// Service and ServiceMonitor use the port mm2go listens on, the grace
+// period covers the drain, and the PodDisruptionBudget, the Service and the
+// ServiceMonitor select the Deployment's pods. The Dockerfile's entry point
+// runs the same way.
+func TestDeployKubernetes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(deployDir, "kubernetes", "mm2go.yaml"))
+	require.NoError(t, err)
+	docs := map[string]map[string]any{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		kind, _ := d["kind"].(string)
+		require.NotEmpty(t, kind)
+		docs[kind] = d
+	}
+	for _, k := range []string{"ConfigMap", "Secret", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"} {
+		require.Contains(t, docs, k)
+	}
+	get := func(v any, path ...any) any {
+		t.Helper()
+		for _, p := range path {
+			switch k := p.(type) {
+			case string:
+				m, ok := v.(map[string]any)
+				require.Truef(t, ok, "%v: not a map at %q", path, k)
+				v = m[k]
+			case int:
+				l, ok := v.([]any)
+				require.Truef(t, ok && len(l) > k, "%v: no item %d", path, k)
+				v = l[k]
+			}
+		}
+		return v
+	}
+
+	// The MM2 file loads.
+	props := filepath.Join(t.TempDir(), "mm2.properties")
+	require.NoError(t, os.WriteFile(props, []byte(get(docs["ConfigMap"], "data", "mm2.properties").(string)), 0o600))
+	_, _, err = config.Load(props)
+	require.NoError(t, err)
+
+	dep := docs["Deployment"]
+	require.GreaterOrEqual(t, get(dep, "spec", "replicas").(int), 2, "a standby")
+	pod := get(dep, "spec", "template")
+	c := get(pod, "spec", "containers", 0)
+	var args []string
+	for _, a := range get(c, "args").([]any) {
+		args = append(args, strings.ReplaceAll(a.(string), "$(POD_NAME)", "mm2go-7d9f-abcde"))
+	}
+	require.Contains(t, args, "--instance-id=mm2go-7d9f-abcde", "each pod joins the flows' groups as itself")
+	require.Equal(t, "metadata.name", get(c, "env", 0, "valueFrom", "fieldRef", "fieldPath"))
+	require.Equal(t, "POD_NAME", get(c, "env", 0, "name"))
+	// The arguments parse: mm2go gets as far as reading the file.
+	i := slices.Index(args, "-c")
+	require.Positive(t, i)
+	require.Equal(t, "/etc/mm2go/mm2.properties", args[i+1])
+	require.Equal(t, "/etc/mm2go/mm2.properties", get(c, "volumeMounts", 0, "mountPath"))
+	missing := filepath.Join(t.TempDir(), "missing.properties")
+	argv := slices.Clone(args)
+	argv[i+1] = missing
+	var out bytes.Buffer
+	require.Equal(t, exitUsage, run(argv, &out, &out), out.String())
+	require.Contains(t, out.String(), "missing.properties")
+
+	port := get(c, "ports", 0, "containerPort").(int)
+	require.Contains(t, args, fmt.Sprintf("--web.listen-address=:%d", port))
+	require.Equal(t, "/healthz", get(c, "livenessProbe", "httpGet", "path"))
+	require.Equal(t, "/readyz", get(c, "readinessProbe", "httpGet", "path"))
+	require.Equal(t, "http", get(c, "ports", 0, "name"))
+	require.Equal(t, "http", get(c, "readinessProbe", "httpGet", "port"))
+	require.GreaterOrEqual(t, get(pod, "spec", "terminationGracePeriodSeconds").(int), 10+20, "--drain-timeout (10 s) and the clients' close")
+
+	labels := get(pod, "metadata", "labels").(map[string]any)
+	for _, sel := range []any{
+		get(docs["PodDisruptionBudget"], "spec", "selector", "matchLabels"),
+		get(docs["Service"], "spec", "selector"),
+		get(dep, "spec", "selector", "matchLabels"),
+	} {
+		for k, v := range sel.(map[string]any) {
+			require.Equal(t, v, labels[k], "selector %s", k)
+		}
+	}
+	require.Equal(t, "http", get(docs["Service"], "spec", "ports", 0, "targetPort"))
+	for k, v := range get(docs["ServiceMonitor"], "spec", "selector", "matchLabels").(map[string]any) {
+		require.Equal(t, v, get(docs["Service"], "metadata", "labels").(map[string]any)[k])
+	}
+	require.Equal(t, "http", get(docs["ServiceMonitor"], "spec", "endpoints", 0, "port"))
+	require.Equal(t, "/metrics", get(docs["ServiceMonitor"], "spec", "endpoints", 0, "path"))
+	require.Equal(t, get(docs["Secret"], "metadata", "name"), get(pod, "spec", "volumes", 1, "secret", "secretName"))
+
+	// The image's default command is the same daemon.
+	df, err := os.ReadFile("../../Dockerfile")
+	require.NoError(t, err)
+	var cmd []string
+	for _, line := range strings.Split(string(df), "\n") {
+		if rest, ok := strings.CutPrefix(line, "CMD "); ok {
+			require.NoError(t, json.Unmarshal([]byte(rest), &cmd))
+		}
+	}
+	require.Equal(t, []string{"run", "-c", "/etc/mm2go/mm2.properties"}, cmd)
+	require.Contains(t, string(df), "FROM scratch")
 }
