@@ -212,6 +212,18 @@ const (
 	CopyBatches CopyMode = "batches"
 )
 
+// Fencing is whether a flow's writer fences older writers ("mm2go.copy.fencing").
+type Fencing string
+
+const (
+	// FencingNone relies on the flow's lease alone (the default).
+	FencingNone Fencing = "none"
+	// FencingEpoch makes the batches mode's writer bump its transactional
+	// id's epoch and write an abort marker into every remote partition at
+	// each start, so that an older writer cannot write any more.
+	FencingEpoch Fencing = "epoch"
+)
+
 // GroupSyncMode is when group-offset sync commits translated offsets into
 // target groups ("mm2go.sync.group.offsets.mode").
 type GroupSyncMode string

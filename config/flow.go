@@ -192,6 +192,11 @@ type Flow struct {
 	// CopyBatches forwards fetched batches whose records need no change as
 	// they are (no decompression or recompression) and re-encodes the rest.
 	CopyMode CopyMode
+	// Fencing is mm2go's "mm2go.copy.fencing": FencingNone (default) or
+	// FencingEpoch, which the batches copy mode's writer uses to fence
+	// older writers of the flow (internal/fence); no effect in the record
+	// mode.
+	Fencing Fencing
 	// TopicConfigsKeep is mm2go's "mm2go.sync.topic.configs.keep" (default
 	// empty): regexes of topic config keys the periodic topic-config sync
 	// never changes on a remote topic, so that target-side overrides of them
@@ -509,6 +514,11 @@ func (p *parser) buildFlow(s, t string) *Flow {
 	}
 	f.OffsetLagMax = r.integer(keyOffsetLagMax, 100, 0, math.MaxInt64, "0..9223372036854775807")
 	f.CopyMode = choice(r, keyCopyMode, CopyRecords, CopyBatches)
+	f.Fencing = choice(r, keyFencing, FencingNone, FencingEpoch)
+	if f.Fencing == FencingEpoch && f.CopyMode != CopyBatches {
+		e, _ := r.get(keyFencing)
+		p.probs.warn(e.origin, "no effect for flow %s: only the batches copy mode (mm2go.copy.mode = batches) fences older writers", f.Name())
+	}
 	f.GroupSyncMode = choice(r, keyGroupSyncMode, GroupSyncExact, GroupSyncPeriodic)
 	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)
 	f.TopicConfigsKeep = r.regexList(keyConfigsKeep, "")

@@ -61,6 +61,10 @@ const (
 	// keyCopyMode is mm2go's own key: how records are copied, decoded and
 	// re-batched ("records") or fetched batches forwarded ("batches").
 	keyCopyMode = "mm2go.copy.mode"
+	// keyFencing is mm2go's own key: whether the batches mode's writer
+	// fences older writers with its transactional id's epoch ("epoch") or
+	// relies on the flow's lease alone ("none").
+	keyFencing = "mm2go.copy.fencing"
 	// keyGroupSyncMode is mm2go's own key: when group-offset sync commits
 	// into target groups ("exact": only once the source group is empty;
 	// "periodic": MM2's rule).
@@ -152,7 +156,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
+	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

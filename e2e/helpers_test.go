@@ -13,11 +13,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -294,12 +292,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// endOffsets sums the end offsets of topic on a cluster (0 if missing):
-// the number of records copied into a remote topic, except in the batches
-// copy mode, whose writer fences older writers with an abort marker in
-// every remote partition at each start (internal/fence). There it counts
-// the records, reading the topic (with read_committed, as the tests'
-// consumers do).
+// endOffsets sums the end offsets of topic on a cluster (0 if missing).
 func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -314,49 +307,6 @@ func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 			n += o.Offset
 		}
 	})
-	if n == 0 || os.Getenv("MM2GO_TEST_COPY_MODE") != "batches" {
-		return n
-	}
-	return countRecords(ctx, t, adm, topic, ends)
-}
-
-// countRecords counts the records (not the transaction markers) of topic
-// below ends.
-func countRecords(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, ends kadm.ListedOffsets) int64 {
-	t.Helper()
-	brokers, err := adm.ListBrokers(ctx)
-	if err != nil || len(brokers) == 0 {
-		return 0
-	}
-	var seeds []string
-	for _, b := range brokers {
-		seeds = append(seeds, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	require.NoError(t, err)
-	defer cl.Close()
-	want := make(map[int32]int64)
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	var n int64
-	for len(want) > 0 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if !r.Attrs.IsControl() {
-				n++
-			}
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-	}
 	return n
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -81,7 +82,7 @@ type forwarder struct {
 	troubled bool
 	// Send goroutine only.
 	dst           map[string]topicMeta
-	txnID         string
+	txnID         string // the flow's transactional id under mm2go.copy.fencing = epoch, else ""
 	producerID    int64
 	producerEpoch int16
 	fenced        map[tp]bool // remote (target) partitions that have the epoch's marker
@@ -133,10 +134,12 @@ func newForwarder(r *Replicator) *forwarder {
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
 		dst:            make(map[string]topicMeta),
-		txnID:          policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target),
 		fenced:         make(map[tp]bool),
 		fenceReqs:      make(chan fenceRequest),
 		sendDone:       make(chan struct{}),
+	}
+	if r.o.Flow.Fencing == config.FencingEpoch {
+		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target)
 	}
 	if level, _ := src.OptValue(kgo.FetchIsolationLevel).(int8); level == 1 {
 		fw.isolation = kgo.ReadCommitted()
@@ -661,6 +664,9 @@ const fenceTimeout = time.Minute
 // batch; every partition's sequence starts over with the new epoch. A call
 // with nothing new to fence does nothing, except once a day.
 func (fw *forwarder) acquire(ctx context.Context, parts []tp) error {
+	if fw.txnID == "" {
+		return fw.initProducer(ctx)
+	}
 	todo := map[string][]int32{}
 	n := 0
 	for _, rp := range parts {
@@ -689,6 +695,33 @@ func (fw *forwarder) acquire(ctx context.Context, parts []tp) error {
 	return nil
 }
 
+// initProducer gets a plain idempotent producer id, once: without
+// mm2go.copy.fencing = epoch, the flow's lease alone keeps other writers
+// away.
+func (fw *forwarder) initProducer(ctx context.Context) error {
+	if !fw.acquiredAt.IsZero() {
+		return nil
+	}
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60000
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	for {
+		resp, err := req.RequestWith(ctx, fw.r.o.Target)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil {
+			fw.producerID, fw.producerEpoch, fw.acquiredAt = resp.ProducerID, resp.ProducerEpoch, time.Now()
+			fw.r.eachPartition(func(p *partition) { p.seq = 0 })
+			return nil
+		}
+		if ctx.Err() != nil || !kerr.IsRetriable(err) {
+			return fmt.Errorf("init producer id on %s: %w", fw.r.o.Flow.Target, err)
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
 // fenceRequest asks the send goroutine to acquire parts between sends.
 type fenceRequest struct {
 	parts []tp
@@ -700,6 +733,9 @@ type fenceRequest struct {
 // record an older writer gets acknowledged later would not be seen there
 // and would be copied twice.
 func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) error {
+	if fw.txnID == "" {
+		return nil
+	}
 	parts := make([]tp, 0, len(news))
 	for _, np := range news {
 		parts = append(parts, tp{np.remote, np.partition})
@@ -749,13 +785,15 @@ func lostProducerState(err error) bool {
 // partition, one Produce request per target leader.
 func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 	r := fw.r
-	if news := fw.unfenced(w); len(news) > 0 || time.Since(fw.acquiredAt) > renewEvery {
-		if err := fw.acquire(ctx, news); err != nil {
-			fw.drop(w)
-			if ctx.Err() != nil {
-				return nil
+	if fw.txnID != "" {
+		if news := fw.unfenced(w); len(news) > 0 || time.Since(fw.acquiredAt) > renewEvery {
+			if err := fw.acquire(ctx, news); err != nil {
+				fw.drop(w)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
 			}
-			return err
 		}
 	}
 	backoff := 50 * time.Millisecond

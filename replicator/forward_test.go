@@ -61,15 +61,14 @@ func TestBatchesModeForwardsAndReencodes(t *testing.T) {
 
 	// Per partition: 100 records at 0-99, then transactions (record, marker)
 	// x3 at 100-105 with the second aborted, then 50 records at 106-155.
-	// Downstream: the fence's abort marker at 0 (the forwarder's first
-	// start), then 1-100, the two committed records at 101 and 102, 103-152.
+	// Downstream: 0-99, the two committed records at 100 and 101, 102-151.
 	segs, _ := b.offsetMap()
 	for p := range int32(2) {
 		var got [][3]int64 // from, last, down
 		for _, s := range segs[p] {
 			got = append(got, [3]int64{s.From, s.Last, s.Down})
 		}
-		require.Equal(t, [][3]int64{{0, 100, 1}, {104, 104, 102}, {106, 155, 103}}, got, "partition %d", p)
+		require.Equal(t, [][3]int64{{0, 100, 0}, {104, 104, 101}, {106, 155, 102}}, got, "partition %d", p)
 	}
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathForwarded))
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
@@ -122,8 +121,7 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 	require.Equal(t, want, b.read("A.wide", 12))
 	require.Eventually(t, func() bool {
 		segs, _ := b.offsetMap()
-		// Downstream 0 is the fence's abort marker.
-		return len(segs[0]) == 1 && segs[0][0].From == 0 && segs[0][0].Last == 11 && segs[0][0].Down == 1
+		return len(segs[0]) == 1 && segs[0][0].From == 0 && segs[0][0].Last == 11 && segs[0][0].Down == 0
 	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..11")
 	require.NoError(t, stop())
 	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
@@ -154,14 +152,15 @@ func TestBatchesModeSeveralLeaders(t *testing.T) {
 	require.NoError(t, stop())
 }
 
-// TestBatchesModeFencesTheOlderWriter: a second writer of the same flow (a
-// paused holder's successor, a duplicate instance) fences the first: the
+// TestBatchesModeFencesTheOlderWriter: with mm2go.copy.fencing = epoch, a
+// second writer of the same flow (a paused holder's successor, a duplicate
+// instance) fences the first: the
 // first writer's next batch is refused and its run ends with an error that
 // says so; every record is on the target once.
 func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 	b := newBed(t)
 	b.createTopic(b.srcAdm, "fenced", 2, nil)
-	f := b.flow("mm2go.copy.mode = batches", "sync.topic.configs.enabled = false")
+	f := b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = epoch", "sync.topic.configs.enabled = false")
 	want := b.produce("fenced", 2, 0, 100)
 
 	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))

@@ -1,0 +1,67 @@
+// Package ktest holds what the tests of several packages need of a Kafka
+// cluster and that no production code uses.
+package ktest
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Records counts the records of topic below its current end offsets, not
+// counting transaction markers (the batches copy mode's writer puts an
+// abort marker into every remote partition when it starts, so there the
+// end offsets are not the number of records). It reads with
+// read_committed, as consumers of the target do.
+func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	want := make(map[int32]int64)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return 0, nil
+	}
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var seeds []string
+	for _, b := range brokers {
+		seeds = append(seeds, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var n int64
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return n, nil
+}
