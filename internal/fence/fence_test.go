@@ -46,46 +46,52 @@ func newTopic(ctx context.Context, t *testing.T, seeds []string, partitions int3
 	return cl, topic
 }
 
+// onEachCluster runs fn on each of the test clusters, with a new topic of
+// the given partitions and a transactional id of the test's own.
+func onEachCluster(t *testing.T, partitions int32, fn func(ctx context.Context, t *testing.T, seeds []string, cl *kgo.Client, topic, txnID string)) {
+	for name, seeds := range clusters(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cl, topic := newTopic(ctx, t, seeds, partitions)
+			fn(ctx, t, seeds, cl, topic, "fence-test-"+topic)
+		})
+	}
+}
+
 // TestAcquireFencesTheOlderEpoch: a writer of the transactional id (here a
 // transactional producer with an open transaction and an acknowledged
 // record) can neither write nor commit once Acquire ran, and nothing it
 // wrote becomes visible to read_committed consumers; the new producer
 // writes.
 func TestAcquireFencesTheOlderEpoch(t *testing.T) {
-	for name, seeds := range clusters(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cl, topic := newTopic(ctx, t, seeds, 2)
-			txnID := "fence-test-" + topic
+	onEachCluster(t, 2, func(ctx context.Context, t *testing.T, seeds []string, cl *kgo.Client, topic, txnID string) {
+		old, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(txnID),
+			kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RecordRetries(3), kgo.ProducerLinger(0))
+		require.NoError(t, err)
+		defer old.Close()
+		require.NoError(t, old.BeginTransaction())
+		require.NoError(t, eventuallyProduce(ctx, old, &kgo.Record{Value: []byte("before"), Partition: 0}))
 
-			old, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(txnID),
-				kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-				kgo.RecordRetries(3), kgo.ProducerLinger(0))
-			require.NoError(t, err)
-			defer old.Close()
-			require.NoError(t, old.BeginTransaction())
-			require.NoError(t, eventuallyProduce(ctx, old, &kgo.Record{Value: []byte("before"), Partition: 0}))
+		p, err := Acquire(ctx, cl, txnID, 10*time.Second, map[string][]int32{topic: {0, 1}})
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, p.ID, int64(0))
 
-			p, err := Acquire(ctx, cl, txnID, 10*time.Second, map[string][]int32{topic: {0, 1}})
-			require.NoError(t, err)
-			require.GreaterOrEqual(t, p.ID, int64(0))
+		err = old.ProduceSync(ctx, &kgo.Record{Value: []byte("after"), Partition: 1}).FirstErr()
+		require.Truef(t, err != nil, "the fenced producer wrote")
+		require.Error(t, old.EndTransaction(ctx, kgo.TryCommit), "the fenced producer committed")
 
-			err = old.ProduceSync(ctx, &kgo.Record{Value: []byte("after"), Partition: 1}).FirstErr()
-			require.Truef(t, err != nil, "the fenced producer wrote")
-			require.Error(t, old.EndTransaction(ctx, kgo.TryCommit), "the fenced producer committed")
+		// Every partition holds the abort marker, and what the fenced
+		// producer wrote before it is aborted.
+		require.Empty(t, readCommitted(ctx, t, seeds, topic, 2))
 
-			// Every partition holds the abort marker, and what the fenced
-			// producer wrote before it is aborted.
-			require.Empty(t, readCommitted(ctx, t, seeds, topic, 2))
-
-			// Acquiring again fences the previous holder too, with a new epoch.
-			p2, err := Acquire(ctx, cl, txnID, 10*time.Second, map[string][]int32{topic: {0, 1}})
-			require.NoError(t, err)
-			require.Equal(t, p.ID, p2.ID)
-			require.Greater(t, p2.Epoch, p.Epoch)
-		})
-	}
+		// Acquiring again fences the previous holder too, with a new epoch.
+		p2, err := Acquire(ctx, cl, txnID, 10*time.Second, map[string][]int32{topic: {0, 1}})
+		require.NoError(t, err)
+		require.Equal(t, p.ID, p2.ID)
+		require.Greater(t, p2.Epoch, p.Epoch)
+	})
 }
 
 // TestAcquireFencesIdempotentBatches is how mm2go writes: plain idempotent
@@ -94,27 +100,21 @@ func TestAcquireFencesTheOlderEpoch(t *testing.T) {
 // also on a partition the old writer wrote a moment before, and the new
 // epoch writes.
 func TestAcquireFencesIdempotentBatches(t *testing.T) {
-	for name, seeds := range clusters(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cl, topic := newTopic(ctx, t, seeds, 1)
-			txnID := "fence-test-" + topic
-			parts := map[string][]int32{topic: {0}}
-			old, err := Acquire(ctx, cl, txnID, 10*time.Second, parts)
-			require.NoError(t, err)
-			require.NoError(t, produceBatch(ctx, cl, topic, old, 0, "old-0"))
-			require.NoError(t, produceBatch(ctx, cl, topic, old, 1, "old-1"))
+	onEachCluster(t, 1, func(ctx context.Context, t *testing.T, _ []string, cl *kgo.Client, topic, txnID string) {
+		parts := map[string][]int32{topic: {0}}
+		old, err := Acquire(ctx, cl, txnID, 10*time.Second, parts)
+		require.NoError(t, err)
+		require.NoError(t, produceBatch(ctx, cl, topic, old, 0, "old-0"))
+		require.NoError(t, produceBatch(ctx, cl, topic, old, 1, "old-1"))
 
-			cur, err := Acquire(ctx, cl, txnID, 10*time.Second, parts)
-			require.NoError(t, err)
-			err = produceBatch(ctx, cl, topic, old, 2, "old-2")
-			require.Truef(t, Fenced(err), "the older epoch wrote after the fence: %v", err)
-			require.NoError(t, produceBatch(ctx, cl, topic, cur, 0, "new-0"))
-			err = produceBatch(ctx, cl, topic, old, 2, "old-2")
-			require.Truef(t, Fenced(err), "the older epoch wrote after the new one: %v", err)
-		})
-	}
+		cur, err := Acquire(ctx, cl, txnID, 10*time.Second, parts)
+		require.NoError(t, err)
+		err = produceBatch(ctx, cl, topic, old, 2, "old-2")
+		require.Truef(t, Fenced(err), "the older epoch wrote after the fence: %v", err)
+		require.NoError(t, produceBatch(ctx, cl, topic, cur, 0, "new-0"))
+		err = produceBatch(ctx, cl, topic, old, 2, "old-2")
+		require.Truef(t, Fenced(err), "the older epoch wrote after the new one: %v", err)
+	})
 }
 
 // produceBatch writes one record as a v2 batch of producer p with base
