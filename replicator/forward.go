@@ -702,24 +702,13 @@ func (fw *forwarder) initProducer(ctx context.Context) error {
 	if !fw.acquiredAt.IsZero() {
 		return nil
 	}
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionTimeoutMillis = 60000
-	req.ProducerID, req.ProducerEpoch = -1, -1
-	for {
-		resp, err := req.RequestWith(ctx, fw.r.o.Target)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err == nil {
-			fw.producerID, fw.producerEpoch, fw.acquiredAt = resp.ProducerID, resp.ProducerEpoch, time.Now()
-			fw.r.eachPartition(func(p *partition) { p.seq = 0 })
-			return nil
-		}
-		if ctx.Err() != nil || !kerr.IsRetriable(err) {
-			return fmt.Errorf("init producer id on %s: %w", fw.r.o.Flow.Target, err)
-		}
-		sleep(ctx, 100*time.Millisecond)
+	prod, err := fence.Idempotent(ctx, fw.r.o.Target)
+	if err != nil {
+		return fmt.Errorf("init producer id on %s: %w", fw.r.o.Flow.Target, err)
 	}
+	fw.producerID, fw.producerEpoch, fw.acquiredAt = prod.ID, prod.Epoch, time.Now()
+	fw.r.eachPartition(func(p *partition) { p.seq = 0 })
+	return nil
 }
 
 // fenceRequest asks the send goroutine to acquire parts between sends.

@@ -87,20 +87,30 @@ func Acquire(ctx context.Context, cl *kgo.Client, txnID string, txnTimeout time.
 // the writer continues with the returned producer (sequence numbers start
 // at zero again). Call it only with no batch in flight.
 func Renew(ctx context.Context, cl *kgo.Client, txnID string, txnTimeout time.Duration, cur Producer) (Producer, error) {
-	return initWith(ctx, cl, txnID, txnTimeout, cur)
+	return initWith(ctx, cl, &txnID, txnTimeout, cur)
+}
+
+// Idempotent returns a new producer id without a transactional id: an
+// idempotent producer that fences nobody and that nobody can fence.
+func Idempotent(ctx context.Context, cl *kgo.Client) (Producer, error) {
+	return initWith(ctx, cl, nil, time.Minute, Producer{ID: -1, Epoch: -1})
 }
 
 func initProducer(ctx context.Context, cl *kgo.Client, txnID string, txnTimeout time.Duration) (Producer, error) {
-	return initWith(ctx, cl, txnID, txnTimeout, Producer{ID: -1, Epoch: -1})
+	return initWith(ctx, cl, &txnID, txnTimeout, Producer{ID: -1, Epoch: -1})
 }
 
-func initWith(ctx context.Context, cl *kgo.Client, txnID string, txnTimeout time.Duration, cur Producer) (Producer, error) {
+func initWith(ctx context.Context, cl *kgo.Client, txnID *string, txnTimeout time.Duration, cur Producer) (Producer, error) {
 	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionalID = &txnID
+	req.TransactionalID = txnID
 	req.TransactionTimeoutMillis = int32(txnTimeout.Milliseconds())
 	req.ProducerID, req.ProducerEpoch = cur.ID, cur.Epoch
+	what := "initialize an idempotent producer"
+	if txnID != nil {
+		what = "initialize the producer of transactional id " + *txnID
+	}
 	var p Producer
-	err := retry(ctx, "initialize the producer of transactional id "+txnID, func() error {
+	err := retry(ctx, what, func() error {
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return err

@@ -178,6 +178,11 @@ func (l *Lease) revoked(ctx context.Context, limit time.Duration, how string, wa
 	if held == nil {
 		return
 	}
+	select {
+	case <-held.released:
+		return // the holder had stopped already (a clean stop, then Close)
+	default:
+	}
 	held.cancel()
 	l.log.Info("lease "+how+"; stopping the flow and standing by", zap.Int32("generation", held.Generation))
 	if !wait {
