@@ -208,7 +208,11 @@ func Check(ctx context.Context, srcAdm, tgtAdm *kadm.Client, idx *Index, sel pol
 				Detail: "group has no committed offset on a replicated topic of the source"})
 		}
 		gc.Failures = append(gc.Failures, checkReplication(idx, gc.Offsets, ends, opts.ReadCommitted, &gc.Partitions)...)
-		gc.Failures = append(gc.Failures, checkTarget(idx, gc.Offsets, tr.Fetched)...)
+		target := checkTarget(idx, gc.Offsets, tr.Fetched)
+		if !d.exists {
+			hintMissing(target)
+		}
+		gc.Failures = append(gc.Failures, target...)
 		rep.Groups = append(rep.Groups, gc)
 	}
 	return rep, nil
@@ -255,6 +259,17 @@ func checkReplication(idx *Index, offs []GroupOffset, ends kadm.ListedOffsets, r
 		}
 	}
 	return out
+}
+
+// hintMissing says, on the first missing offset of a group that does not
+// exist on the target, when the exact sync commits into it.
+func hintMissing(fs []Failure) {
+	for i := range fs {
+		if fs[i].Reason == ReasonTargetMissing {
+			fs[i].Detail += "; the group does not exist on the target: the sync commits into it once it saw the group's consumers stop on the source, or once a consumer of the group started on the target (`mm2go offsets apply` commits now)"
+			return
+		}
+	}
 }
 
 // checkTarget checks that the target group has exactly the translated

@@ -119,6 +119,12 @@ func TestCheck(t *testing.T) {
 		for _, gc := range rep.Groups {
 			t.Run(gc.Group, func(t *testing.T) {
 				require.Equal(t, want[gc.Group], reasons(gc))
+				if gc.Group == "missing" {
+					require.Contains(t, gc.Failures[0].Detail, "does not exist on the target", "when the sync commits into it")
+				}
+				if gc.Group == "differs" {
+					require.NotContains(t, gc.Failures[0].Detail, "does not exist")
+				}
 			})
 		}
 		require.Len(t, rep.Failures(), 9)

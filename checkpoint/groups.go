@@ -104,6 +104,7 @@ func hasReplicatedOffset(os kadm.OffsetResponses, sel policy.TopicSelector) bool
 // targetGroup is what describing a group on the target told. The zero value
 // is a group that does not exist.
 type targetGroup struct {
+	exists  bool
 	state   string
 	members int
 	err     error // the group could not be described; treat as not idle
@@ -151,7 +152,7 @@ func describeTargetGroups(ctx context.Context, adm *kadm.Client, groups []string
 		case l.GroupType == groupTypeConsumer:
 			consumer = append(consumer, g)
 		default:
-			out[g] = targetGroup{state: l.State,
+			out[g] = targetGroup{exists: true, state: l.State,
 				err: fmt.Errorf("group %s is a %s group, not a consumer group", g, l.GroupType)}
 		}
 	}
@@ -169,7 +170,7 @@ func describeTargetGroups(ctx context.Context, adm *kadm.Client, groups []string
 			case d.Err != nil:
 				out[g] = targetGroup{err: fmt.Errorf("describe group %s: %w", g, d.Err)}
 			default:
-				out[g] = targetGroup{state: d.State, members: len(d.Members)}
+				out[g] = targetGroup{exists: true, state: d.State, members: len(d.Members)}
 			}
 		}
 	}
@@ -187,7 +188,7 @@ func describeTargetGroups(ctx context.Context, adm *kadm.Client, groups []string
 			case d.Err != nil:
 				out[g] = targetGroup{err: fmt.Errorf("describe consumer group %s: %w", g, d.Err)}
 			default:
-				out[g] = targetGroup{state: d.State, members: len(d.Members)}
+				out[g] = targetGroup{exists: true, state: d.State, members: len(d.Members)}
 			}
 		}
 	}

@@ -38,10 +38,14 @@ type store struct {
 	mu     sync.Mutex
 	last   map[cpKey]policy.Checkpoint
 	newest map[string]time.Time
+	// movedG holds the groups of which two checkpoints of one partition
+	// have different upstream offsets: the group consumed (or was reset)
+	// while a process running the flow watched it.
+	movedG map[string]bool
 }
 
 func newStore() *store {
-	return &store{last: make(map[cpKey]policy.Checkpoint), newest: make(map[string]time.Time)}
+	return &store{last: make(map[cpKey]policy.Checkpoint), newest: make(map[string]time.Time), movedG: make(map[string]bool)}
 }
 
 // filter returns the checkpoints among cps that shouldEmit allows.
@@ -63,6 +67,9 @@ func (s *store) put(ts time.Time, cps ...policy.Checkpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, cp := range cps {
+		if last, ok := s.last[keyOf(cp)]; ok && last.UpstreamOffset != cp.UpstreamOffset {
+			s.movedG[cp.Group] = true
+		}
 		s.last[keyOf(cp)] = cp
 		if ts.After(s.newest[cp.Group]) {
 			s.newest[cp.Group] = ts
@@ -88,6 +95,24 @@ func (s *store) byGroup() map[string][]policy.Checkpoint {
 		})
 	}
 	return out
+}
+
+// upstream returns the upstream offset of the group's last checkpoint of a
+// downstream partition.
+func (s *store) upstream(group, topic string, partition int32) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp, ok := s.last[cpKey{group, topic, partition}]
+	return cp.UpstreamOffset, ok
+}
+
+// moved reports whether the group's checkpoints show that its committed
+// offsets moved: two checkpoints of one partition, read from the topic or
+// written since, have different upstream offsets.
+func (s *store) moved(group string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.movedG[group]
 }
 
 // count returns the number of checkpoints held.

@@ -28,7 +28,13 @@ import (
 //     at that moment, never an older checkpoint) are translated and
 //     committed into the empty target group, partition by partition as soon
 //     as replication has passed them (a translation in mode beyond waits),
-//     never rewinding what the target group has.
+//     never rewinding what the target group has;
+//   - but only into a target group that asked for them (see asked): the
+//     source group was seen consuming and is empty now, or the group exists
+//     on the target. Offsets committed into idle groups that nobody switched
+//     would stay in place while the source group consumed again unseen (no
+//     process running the flow, say), and a consumer switched afterwards
+//     would start from them.
 //
 // A consumer switched to the target at any moment therefore finds either no
 // offset (with auto.offset.reset=none it fails and is restarted) or the
@@ -68,6 +74,14 @@ type switchState struct {
 	done map[string]doneAt
 	// ours holds the offsets the sync committed per target group.
 	ours map[string]map[TopicPartition]int64
+	// consumed holds the source groups seen consuming since the process
+	// started: with members, or with a commit that changed between two
+	// rounds. Their target groups get offsets when they are empty; other
+	// groups' only once they exist on the target (see asked).
+	consumed map[string]bool
+	// commits holds each empty source group's fingerprint at the last
+	// round.
+	commits map[string]string
 
 	// mu guards the maps done and ours (not their inner maps) while a
 	// round syncs several groups at once; each group's inner map belongs
@@ -104,7 +118,8 @@ type doneAt struct {
 }
 
 func newSwitchState() *switchState {
-	return &switchState{active: map[string]bool{}, done: map[string]doneAt{}, ours: map[string]map[TopicPartition]int64{}}
+	return &switchState{active: map[string]bool{}, done: map[string]doneAt{}, ours: map[string]map[TopicPartition]int64{},
+		consumed: map[string]bool{}, commits: map[string]string{}}
 }
 
 // switchPlan is what one round does to one target group.
@@ -233,6 +248,7 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 			continue
 		}
 		delete(sw.done, name)
+		sw.consumed[name] = true
 		if !sw.active[name] {
 			newlyActive = append(newlyActive, name)
 		}
@@ -242,6 +258,8 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 			delete(sw.active, g)
 			delete(sw.done, g)
 			delete(sw.ours, g)
+			delete(sw.consumed, g)
+			delete(sw.commits, g)
 		}
 	}
 	for _, g := range empty {
@@ -268,6 +286,10 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 				continue
 			}
 			fp := fingerprint(c.sel, offs)
+			if last, ok := sw.commits[g]; (ok && last != fp) || c.st.moved(g) || c.movedSinceCheckpoint(g, offs) {
+				sw.consumed[g] = true
+			}
+			sw.commits[g] = fp
 			if fp == "" {
 				continue // nothing on a replicated topic
 			}
@@ -295,6 +317,9 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 		case !d.idle():
 			c.m.skippedOffsets(c.flow, SkipActive, 1)
 			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
+		case !asked(sw.consumed[g], d):
+			c.log.Debug("source group is empty and was not seen consuming; its target group gets offsets once a consumer of it starts there",
+				zap.String("group", g))
 		default:
 			idle = append(idle, g)
 		}
@@ -348,6 +373,39 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 	wg.Wait()
 	sort.Strings(committed)
 	c.checkJoined(ctx, committed)
+}
+
+// asked reports whether the target group of an empty source group wants
+// offsets: the source group was seen consuming (and stopped: it is empty
+// now), or the group exists on the target, because a consumer of it started
+// there (with auto.offset.reset=none it failed and left an empty group) or
+// it holds offsets already. Seen consuming means: by this process, with
+// members or with a commit that changed between two rounds (assign() with
+// a group.id); or by any process running the flow, as its checkpoints tell
+// (the checkpoints topic holds two of a partition with different upstream
+// offsets), which is how a process restarted at the switch knows; or the
+// group committed an offset its last checkpoint does not have. A group idle
+// on the source that nobody switched gets no offsets: they would stay in
+// place if its consumers came back to the source while no process ran the
+// flow, and a consumer switched to the target afterwards would start from
+// them.
+func asked(consumed bool, d targetGroup) bool { return consumed || d.exists }
+
+// movedSinceCheckpoint reports whether one of the group's committed offsets
+// on a replicated topic differs from the upstream offset of its last
+// checkpoint. A partition without a checkpoint tells nothing: a group
+// committed before any process ran the flow has none.
+func (c *Checkpointer) movedSinceCheckpoint(g string, offs kadm.OffsetResponses) bool {
+	f := c.o.Flow
+	moved := false
+	offs.Each(func(o kadm.OffsetResponse) {
+		if moved || o.Err != nil || o.At < 0 || !c.sel.ShouldReplicate(o.Topic) {
+			return
+		}
+		up, ok := c.st.upstream(g, RemoteTopic(c.o.Policy, f.Source, f.Target, o.Topic), o.Partition)
+		moved = ok && up != o.At
+	})
+	return moved
 }
 
 // switchRecheck is how often the exact sync looks at a target group again

@@ -159,6 +159,9 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		f.GroupSyncMode = mode
 		leave := b.memberOf(b.src, "g", "t", false)
 		c := b.emitted(f, prometheus.NewRegistry(), nil) // a checkpoint of {40, 50} is written
+		if mode == config.GroupSyncExact {
+			c.watch(context.Background()) // the sync sees g consume on the source
+		}
 		return b, c, leave
 	}
 
@@ -201,6 +204,12 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		leave()
 		const n = 3 * switchParallel
 		for i := range n {
+			commit(t, b.srcAdm, fmt.Sprintf("many-%d", i), "t", map[int32]int64{0: 30, 1: 30}, "")
+		}
+		c.watch(context.Background())
+		require.Equal(t, 2.0, testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")), "g only: the others were not seen consuming yet")
+		// Their consumers (assign() with a group.id: no members) commit.
+		for i := range n {
 			commit(t, b.srcAdm, fmt.Sprintf("many-%d", i), "t", map[int32]int64{0: 40, 1: 50}, "")
 		}
 		c.watch(context.Background())
@@ -209,6 +218,60 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		}
 		require.Equal(t, []int64{40, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
 		require.Equal(t, float64(2*(n+1)), testutil.ToFloat64(c.m.synced.WithLabelValues("A->B")))
+	})
+
+	t.Run("exact gives a group nobody switched no offsets until a consumer of it starts on the target", func(t *testing.T) {
+		// The sequence behind the duplicates of the SIGKILL trials: the
+		// trial's group sat idle on the source (offsets 40, 50) and got them
+		// synced; it then consumed on the source while no process ran the
+		// flow, and the consumer switched to the target started from the
+		// older offsets.
+		b, f := syncBed(t)
+		f.GroupSyncMode = config.GroupSyncExact
+		ctx := context.Background()
+		first := b.started(f, prometheus.NewRegistry(), nil)
+		first.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2), "nobody switched g")
+
+		// g consumes on the source, unseen, and stops.
+		b.memberOf(b.src, "g", "t", false)()
+		commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 70, 1: 80}, "") // its final commit
+		next := b.started(f, prometheus.NewRegistry(), nil)              // a restarted process
+		next.watch(ctx)
+		require.Equal(t, []int64{-1, -1}, committed(t, b.dstAdm, "g", "A.t", 2), "nothing tells the restarted process that g consumed")
+
+		// The switched consumer (auto.offset.reset=none) starts on the
+		// target, finds no offset and stops: the group now exists there.
+		b.member("g", "A.t", false)()
+		next.watch(ctx)
+		require.Equal(t, []int64{70, 90}, committed(t, b.dstAdm, "g", "A.t", 2), "the exact translation of g's final commit")
+	})
+
+	t.Run("a process restarted at the switch learns from the checkpoints that the group consumed", func(t *testing.T) {
+		for _, tc := range []struct {
+			name        string
+			emitAgain   bool // the stopped process wrote a checkpoint of the final commit
+			description string
+		}{
+			{"the final commit has no checkpoint yet", false, "g committed past its last checkpoint"},
+			{"the final commit has a checkpoint", true, "two checkpoints of g with different upstream offsets"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				b, f := syncBed(t)
+				f.GroupSyncMode = config.GroupSyncExact
+				ctx := context.Background()
+				stopped := b.emitted(f, prometheus.NewRegistry(), nil) // a checkpoint of {40, 50}
+				b.memberOf(b.src, "g", "t", false)()
+				commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 70, 1: 80}, "") // g's final commit
+				if tc.emitAgain {
+					stopped.emit(ctx)
+				}
+				// The process stops before its sync committed anything.
+				next := b.started(f, prometheus.NewRegistry(), nil)
+				next.watch(ctx)
+				require.Equal(t, []int64{70, 90}, committed(t, b.dstAdm, "g", "A.t", 2), tc.description)
+			})
+		}
 	})
 
 	t.Run("a restarted process removes stale synced offsets before it loaded the offset map", func(t *testing.T) {

@@ -688,3 +688,41 @@ func compareIDs(sent map[int]recPos, expected map[int]bool, ty *tally) outcome {
 	}
 	return o
 }
+
+// knock starts a consumer of group on the target (made by newClient from
+// the options it is given) reading topic with auto.offset.reset=none, as an
+// operator switching the group does, and closes it once the group exists
+// there. With no committed offset it reads nothing; the empty group it
+// leaves behind is what the exact group-offset sync takes as the request
+// for the offsets of a group it never saw consume on the source.
+func knock(t *testing.T, adm *kadm.Client, group, topic string, newClient func(...kgo.Opt) *kgo.Client) {
+	t.Helper()
+	cl := newClient(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()), kgo.DisableAutoCommit())
+	ctx, cancel := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	eventually(t, 30*time.Second, "group "+group+" on the target", func() bool {
+		listed, err := adm.ListGroups(context.Background())
+		_, ok := listed[group]
+		return err == nil && ok
+	})
+	cancel()
+	<-polled
+	cl.Close()
+}
+
+// knockTarget is knock on the shared test bed's target cluster.
+func knockTarget(t *testing.T, e *env, group, topic string) {
+	t.Helper()
+	knock(t, e.dstAdm, group, topic, func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(targetSeeds...)}, opts...)...)
+		require.NoError(t, err)
+		return cl
+	})
+}

@@ -110,6 +110,30 @@ func (f *failover) run() {
 		require.NoError(t, f.cons.failure())
 		return f.ty.delivered(e.src) >= 2000 && endOffsets(t, e.dstAdm, f.remote) > 0
 	})
+	// mm2go watches the group while it consumes, as in the runbook, where
+	// mm2go runs before the switch: its checkpoints of the group are there.
+	// (A group mm2go never saw consume gets its offsets on the target only
+	// once a consumer of it starts there; see knock.)
+	eventually(t, 60*time.Second, "mm2go's checkpoints of "+f.group, func() bool {
+		require.NoError(t, f.cons.failure())
+		return len(lastCheckpoints(t, e, f.group, f.remote)) > 0
+	})
+}
+
+// lastCheckpoints returns the last checkpoint of group per partition of the
+// remote topic, read from the target's checkpoints topic.
+func lastCheckpoints(t *testing.T, e *env, group, remote string) map[int32]policy.Checkpoint {
+	t.Helper()
+	cpTopic := policy.New(policy.KindDefault, ".", true, e.src).CheckpointsTopic(e.src)
+	last := make(map[int32]policy.Checkpoint)
+	for _, rs := range readAll(t, targetSeeds, cpTopic) {
+		for _, r := range rs {
+			if cp, err := policy.DecodeCheckpoint(r.Key, r.Value); err == nil && cp.Group == group && cp.Topic == remote {
+				last[cp.Partition] = cp
+			}
+		}
+	}
+	return last
 }
 
 func (f *failover) consume(seeds []string, alias string, adm *kadm.Client, reset kgo.Offset, topics ...string) {
@@ -181,6 +205,19 @@ func (f *failover) switchConsumer() {
 	topics := []string{f.remote, f.topic}
 	if f.v.identity {
 		topics = topics[:1]
+	} else {
+		// failover check looks at the replicated topics only: the local
+		// topic, created before the switch, is initialized at the sync's
+		// next look at the group (sync.group.offsets.interval.seconds).
+		eventually(t, 30*time.Second, "the group's offsets on the local topic "+f.topic, func() bool {
+			have := groupOffsets(t, e.dstAdm, e.dst, f.group)
+			for k := range endsOf(t, e.dstAdm, e.dst, f.topic) {
+				if _, ok := have[k]; !ok {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	translated := requireCommitted(t, e.dstAdm, e.dst, f.group, topics...)
 	t.Logf("group offsets on the target: %v", translated)
@@ -551,6 +588,20 @@ func checkCheckpoints(t *testing.T, e *env, group, topic string, partitions int)
 	t.Helper()
 	remote := e.remote(topic)
 	cpTopic := policy.New(policy.KindDefault, ".", true, e.src).CheckpointsTopic(e.src)
+	// The sync commits a group's offsets as soon as replication passed
+	// them; the checkpoints follow at the next emit.checkpoints.interval:
+	// wait until the last ones are those of the synced offsets.
+	settled := func() bool {
+		last := lastCheckpoints(t, e, group, remote)
+		synced := groupOffsets(t, e.dstAdm, e.dst, group)
+		for p, cp := range last {
+			if synced[partKey{e.dst, remote, p}] != cp.DownstreamOffset {
+				return false
+			}
+		}
+		return len(last) == partitions
+	}
+	eventually(t, 30*time.Second, "checkpoints of "+group+" at its synced offsets", settled)
 	recs := readAll(t, targetSeeds, cpTopic)
 	ends := endsOf(t, e.dstAdm, e.dst, remote)
 	last := make(map[int32]policy.Checkpoint)
@@ -694,6 +745,9 @@ func TestIntegrationFailoverCheckpoints(t *testing.T) {
 
 	cfg := flowConfig(e, "mm2.properties", e.src, e.dst)
 	mm := e.start(mmArgs(cfg)...)
+	// The group never consumes while mm2go runs: the exact sync commits its
+	// offsets once a consumer of it started on the target.
+	knockTarget(t, e, group, remote)
 	var samples, nonZero int
 	sample := func() map[partKey]int64 {
 		// Offsets first, then ends: ends only grow, so an offset above a
@@ -803,6 +857,7 @@ func TestIntegrationFailoverOffsetSyncsOnTarget(t *testing.T) {
 	commitAt(t, e.srcAdm, group, endsOf(t, e.srcAdm, e.src, tp))
 	cfg := flowConfig(e, "mm2.properties", e.src, e.dst, e.src+"->"+e.dst+".offset-syncs.topic.location = target")
 	e.start(mmArgs(cfg)...)
+	knockTarget(t, e, group, e.remote(tp)) // the group never consumed while mm2go ran
 	took := waitFailoverCheck(t, cfg, e.src+"->"+e.dst, group, 60*time.Second)
 	pol := policy.New(policy.KindDefault, ".", true, e.src)
 	syncs := checkOffsetSyncs(t, e, targetSeeds, pol.OffsetSyncsTopic(e.src), tp)

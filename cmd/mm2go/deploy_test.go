@@ -118,10 +118,14 @@ func TestDeployMetricsExist(t *testing.T) {
 	// it (would_rewind) instead of rewinding it.
 	dcl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
 	require.NoError(t, err)
+	// (The remote topic must exist for the commit; mm2go finds it there.)
+	_, err = kadm.NewClient(dcl).CreateTopic(ctx, 2, 1, nil, "A.orders")
+	require.NoError(t, err)
 	ahead := make(kadm.Offsets)
 	ahead.Add(kadm.Offset{Topic: "A.orders", Partition: 0, At: 45, LeaderEpoch: -1})
-	_, err = kadm.NewClient(dcl).CommitOffsets(ctx, "billing", ahead)
+	resp, err := kadm.NewClient(dcl).CommitOffsets(ctx, "billing", ahead)
 	require.NoError(t, err)
+	require.NoError(t, resp.Error())
 	dcl.Close()
 
 	// Three seed brokers nobody listens on before the live one: kgo starts
