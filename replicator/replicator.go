@@ -184,6 +184,11 @@ type Replicator struct {
 	// Flush loop only: the last progress report.
 	reportAt     time.Time
 	reportCopied int64
+
+	// caughtUp asks the flush loop for an early flush: a partition's
+	// records are all acknowledged up to the source's end (see
+	// noteCaughtUp).
+	caughtUp chan struct{}
 }
 
 // New validates the options and returns a Replicator.
@@ -236,6 +241,7 @@ func New(o Options) (*Replicator, error) {
 		parts:    make(map[string]map[int32]*partition),
 		mapTopic: policy.OffsetMapTopic(f.Source),
 		inc:      newIncarnations(),
+		caughtUp: make(chan struct{}, 1),
 	}
 	r.m.touch(r.flow)
 	if f.EmitOffsetSyncsEnabled {
@@ -602,6 +608,32 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 	p.acked.Store(m.up)
 	p.mu.Unlock()
 	r.counted(p, 1, recordSize(rec), rec.Timestamp.UnixMilli())
+	r.noteCaughtUp(p, m.up)
+}
+
+// caughtUpFlushGap is the least time between two flushes that partitions
+// catching up ask for (see noteCaughtUp).
+const caughtUpFlushGap = 100 * time.Millisecond
+
+// noteCaughtUp asks the flush loop for an early flush when the target just
+// acknowledged p's last record in flight up to the source's end (up is its
+// upstream offset): the source is quiet there, as when producers moved to
+// the target, and a consumer group failing over waits for the offset map to
+// reach its final commit. Where records keep coming, partitions are rarely
+// caught up and the flush interval rules. Called on the acknowledgement
+// path; it never blocks.
+func (r *Replicator) noteCaughtUp(p *partition, up int64) {
+	next := up + 1
+	if e := p.markerEnd.Load(); e >= 0 && p.markerAfter.Load() == up {
+		next = e // transaction markers after it: copied too
+	}
+	if p.inflight.Load() != 0 || next < p.end.Load() {
+		return
+	}
+	select {
+	case r.caughtUp <- struct{}{}:
+	default:
+	}
 }
 
 // counted adds n records of p that the target acknowledged, of size bytes
@@ -705,13 +737,23 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var lastLag time.Time
+	var lastLag, lastFlush time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-r.caughtUp:
+			// Early, but not more often than every caughtUpFlushGap.
+			if wait := caughtUpFlushGap - time.Since(lastFlush); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(wait):
+				}
+			}
 		}
+		lastFlush = time.Now()
 		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
 			r.m.error(r.flow, reasonProgressWrite)
 			r.log.Warn("store progress; retried at the next interval", zap.Error(err))

@@ -331,6 +331,33 @@ func TestProgressIsStoredAsMM2StoresIt(t *testing.T) {
 	}, got)
 }
 
+// TestFlushesWhenCaughtUp: once the target acknowledged everything up to
+// the source's end (the source is quiet, as when producers moved to the
+// target), progress and the offset map are stored at once rather than at
+// the next offset.flush.interval.ms, so that a group failing over finds its
+// final commit translated without waiting for it.
+func TestFlushesWhenCaughtUp(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 2, nil)
+	b.produce("orders", 2, 0, 10)
+	b.run(b.flow("B.offset.flush.interval.ms = 60000"), nil)
+	cl := newClient(t, b.dst, itopic.ReaderOpts()...)
+	stored := func(want string) func() bool {
+		return func() bool {
+			got := map[string]string{}
+			err := itopic.ReadAll(context.Background(), cl, "mm2-offsets.A.internal", func(r *kgo.Record) {
+				got[string(r.Key)] = string(r.Value)
+			})
+			return err == nil && len(got) == 2 &&
+				got[`["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`] == want &&
+				got[`["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]`] == want
+		}
+	}
+	require.Eventually(t, stored(`{"offset":4}`), 10*time.Second, 50*time.Millisecond, "progress stored long before the 60 s flush interval")
+	b.produce("orders", 2, 10, 10)
+	require.Eventually(t, stored(`{"offset":9}`), 10*time.Second, 50*time.Millisecond, "and again when the source is quiet again")
+}
+
 // TestResumesFromStoredProgress covers a restart and a takeover: records
 // copied by an earlier run, and offsets stored by Apache MM2, are not copied
 // again.
