@@ -23,6 +23,10 @@ type variant struct {
 	w        workload
 	txn      bool // transactional producers (on both clusters)
 	restart  bool // SIGKILL and restart mm2go between the last commit on the source and the switch
+	// takeover runs two more mm2go processes (other instance ids) that
+	// stand by; the one running the flow is SIGKILLed between the last
+	// commit on the source and the switch, and one of them takes over.
+	takeover bool
 	backlog  int  // the group leaves the source this many records behind
 	compact  bool // wait for the source's cleaner before mm2go starts
 	// pause stops the producer at the switch and starts it on the target
@@ -175,6 +179,20 @@ func (f *failover) switchProducer() {
 // switchConsumer is the second half of failover.
 func (f *failover) switchConsumer() {
 	t, e := f.t, f.e
+	var standbys []*proc
+	if f.v.takeover {
+		for _, id := range []string{"b", "c"} {
+			standbys = append(standbys, e.start(append(mmArgs(f.cfg), "--instance-id", e.id+"-"+id)...))
+		}
+		eventually(t, 30*time.Second, "two instances standing by", func() bool {
+			for _, p := range standbys {
+				if !strings.Contains(p.out.String(), "waiting for the flow's lease") {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	if f.v.backlog == 0 {
 		f.cons.drain(f.prod.endsOf(e.src, f.topic), 60*time.Second)
 	}
@@ -185,6 +203,19 @@ func (f *failover) switchConsumer() {
 		f.mm.stop(t, syscall.SIGKILL, 10*time.Second)
 		f.mm = e.start(mmArgs(f.cfg)...)
 		t.Logf("mm2go killed with SIGKILL and started again")
+	}
+	if f.v.takeover {
+		f.mm.stop(t, syscall.SIGKILL, 10*time.Second)
+		t.Logf("the instance running the flow was killed with SIGKILL; two stand by")
+		defer func() {
+			var holders int
+			for _, p := range standbys {
+				if strings.Contains(p.out.String(), "holding the lease") {
+					holders++
+				}
+			}
+			require.Equal(t, 1, holders, "one standby took the flow over")
+		}()
 	}
 	if f.v.overlap {
 		out := waitFailoverRefused(t, f.cfg, e.src+"->"+e.dst, f.group, "foreign_records", 90*time.Second)
@@ -320,6 +351,20 @@ func (f *failover) check(o outcome, more string) {
 	require.Zero(t, o.missing, "records missing")
 	require.Zero(t, o.duplicates, "records received twice")
 	require.Zero(t, o.unexpected, "records received that were never sent as committed records")
+}
+
+// TestIntegrationFailoverTakeover is case (a) with several instances: the
+// process running the flow is killed right after the consumer group's final
+// commit on the source, before it synced the group; a standby process takes
+// the flow over after the lease's session timeout and, although it never
+// saw the group consume, commits the exact translation of the final commit
+// (the checkpoints show that the group moved), and the group fails over
+// with nothing missing and nothing twice.
+func TestIntegrationFailoverTakeover(t *testing.T) {
+	f := newFailover(t, variant{takeover: true})
+	f.run()
+	f.failover()
+	f.check(f.finish(nil), "")
 }
 
 // TestIntegrationFailoverDefault is case (a): the default policy; on the
