@@ -40,6 +40,8 @@ Usage:
                                   check a file and print the effective flows; --connect also
                                   lists, per flow, the topics it would replicate
   mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
+  mm2go status -c FILE [--flow A->B]
+                                  per flow, the instances in its lease group and the one running it
   mm2go offsets translate -c FILE --flow A->B --group G [--topic T]
                                   the group's source offsets and their exact target offsets
   mm2go offsets apply -c FILE --flow A->B --group G
@@ -55,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "demo", "validate", "topology", "offsets", "failover", "version", "help", "-h", "--help":
+		case "run", "demo", "validate", "topology", "status", "offsets", "failover", "version", "help", "-h", "--help":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -68,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runValidate(args, stdout, stderr)
 	case "topology":
 		return runTopology(args, stdout, stderr)
+	case "status":
+		return runStatus(args, stdout, stderr)
 	case "offsets":
 		return runOffsets(args, stdout, stderr)
 	case "failover":
