@@ -47,7 +47,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&duration, "duration", 0, "stop after this long (default: run until interrupted)")
 	fs.IntVar(&rate, "rate", 2000, "records per second the demo producer writes")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	if cf.logLevel == "info" {
 		cf.logLevel = "warn" // keep the terminal for the progress lines

@@ -132,6 +132,10 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 // runOffsets is `mm2go offsets translate|apply`.
 func runOffsets(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "translate" && args[0] != "apply") {
+		if len(args) > 0 && isHelp(args[0]) {
+			_, _ = fmt.Fprintln(stdout, "usage: mm2go offsets translate|apply -c FILE [--flow A->B] --group G [--topic T]")
+			return exitOK
+		}
 		_, _ = fmt.Fprintln(stderr, "usage: mm2go offsets translate|apply -c FILE [--flow A->B] --group G [--topic T]")
 		return exitUsage
 	}
@@ -155,7 +159,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&fromCps, "from-checkpoints", false, "commit the group's last checkpoints, read from the target alone (for when the source cluster is gone; at least once: the group may read again what it consumed after the last checkpoint)")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	if group == "" {
 		_, _ = fmt.Fprintln(stderr, "mm2go: --group is required")
@@ -257,6 +261,10 @@ func printApplied(w io.Writer, res checkpoint.ApplyResult) {
 // runFailover is `mm2go failover check`.
 func runFailover(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && isHelp(args[0]) {
+			_, _ = fmt.Fprintln(stdout, "usage: mm2go failover check -c FILE [--flow A->B] [--group G ...] [--wait] [--timeout D]")
+			return exitOK
+		}
 		_, _ = fmt.Fprintln(stderr, "usage: mm2go failover check -c FILE [--flow A->B] [--group G ...] [--wait] [--timeout D]")
 		return exitUsage
 	}
@@ -273,7 +281,7 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&wait, "wait", false, "check again until it is safe or --timeout passed, printing what it waits for")
 	fs.DurationVar(&every, "interval", 500*time.Millisecond, "with --wait, the time between two checks")
 	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	of, code := ff.open(stderr)
 	if of == nil {

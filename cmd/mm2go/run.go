@@ -128,6 +128,21 @@ func loadConfig(path string, log *zap.Logger, stderr io.Writer) (*config.Config,
 	return cfg, true
 }
 
+// isHelp reports whether a command's first argument asks for its usage.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
+// parseFailed is the exit code after a command's flags failed to parse:
+// 0 when -h or --help asked for the usage (printed by the flag set), 2 for
+// bad flags.
+func parseFailed(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
 func runDaemon(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mm2go run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -146,7 +161,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return exitUsage
+			return parseFailed(err)
 		}
 		if fs.NArg() == 0 {
 			break

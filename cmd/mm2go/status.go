@@ -36,7 +36,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&only, "flow", "", "only this flow, as SOURCE->TARGET (default: every enabled flow)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for each target cluster")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)

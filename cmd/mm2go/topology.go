@@ -37,7 +37,7 @@ func runTopology(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&file, "config", "", "same as -c")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for each cluster's topic list")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)

@@ -36,7 +36,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&file, "config", "", "same as -c")
 	fs.BoolVar(&connect, "connect", false, "also connect to the clusters of every enabled flow and list the topics it would replicate, their remote names and partition counts")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseFailed(err)
 	}
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)
