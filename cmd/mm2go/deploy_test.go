@@ -702,7 +702,7 @@ func TestDeployEnvFile(t *testing.T) {
 	require.NotContains(t, out.String(), "flag provided but not defined")
 
 	out.Reset()
-	require.Equal(t, exitUsage, run([]string{"run", "-h"}, &out, &out))
+	require.Equal(t, exitOK, run([]string{"run", "-h"}, &out, &out))
 	help := out.String()
 	require.NotEmpty(t, flags)
 	for _, f := range flags {

@@ -64,7 +64,6 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 	const minBackoff, maxBackoff = time.Second, time.Minute
 	backoff := minBackoff
 	for {
-		fr.m.flowUp(fr.flow.Name(), true)
 		start := time.Now()
 		err := fr.run(ctx)
 		fr.m.flowUp(fr.flow.Name(), false)
@@ -103,6 +102,7 @@ func (fr *flowRunner) run(ctx context.Context) error {
 	if err := preflight(ctx, f); err != nil {
 		return fmt.Errorf("check connectivity: %w", err)
 	}
+	fr.m.flowUp(f.Name(), true) // supervise sets it down when run returns
 	if !f.Enabled {
 		return fr.runWorkers(ctx)
 	}

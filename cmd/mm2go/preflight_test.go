@@ -10,14 +10,17 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -202,4 +205,50 @@ func TestCheckClientNoAnswer(t *testing.T) {
 	require.Equal(t, "A", ce.Cluster)
 	require.True(t, strings.HasPrefix(ce.Problem, "connected, but no Kafka answer"), ce.Problem)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestFlowNotUpDuringPreflight: a flow whose connectivity check has not
+// passed (here: a target that accepts connections and never answers) is
+// neither up (mm2go_flow_up) nor ready (/readyz).
+func TestFlowNotUpDuringPreflight(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	src := newCluster(t)
+	cfg := testConfig(t, src, src, "B.bootstrap.servers = "+ln.Addr().String())
+	reg := prometheus.NewRegistry()
+	log, lvl, err := newLogger(io.Discard, "info", logJSON, reg)
+	require.NoError(t, err)
+	d, err := newDaemon(daemonOptions{Config: cfg, Log: log, Level: lvl, Registry: reg, ListenAddress: "127.0.0.1:0", DrainTimeout: time.Second})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	defer func() {
+		d.Stop()
+		require.NoError(t, <-done)
+	}()
+	base := "http://" + d.Addr()
+	// The check of the target takes 15 s before it gives up; meanwhile:
+	require.Eventually(t, func() bool {
+		_, ok := seriesValue(t, base+"/metrics", "mm2go_flow_restarts_total", map[string]string{"flow": "A->B"})
+		return ok
+	}, 10*time.Second, 50*time.Millisecond, "the daemon serves the flow's series")
+	for range 10 {
+		up, _ := seriesValue(t, base+"/metrics", "mm2go_flow_up", map[string]string{"flow": "A->B"})
+		require.Zero(t, up, "mm2go_flow_up while the flow's connectivity check is pending")
+		resp, err := http.Get(base + "/readyz")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
