@@ -622,8 +622,12 @@ func (fw *forwarder) outOfRange(ctx context.Context, p *partition) {
 		return
 	}
 	o, ok := starts.Lookup(p.topic, p.partition)
-	if !ok || o.Err != nil {
-		fw.fetchError(p, fmt.Errorf("list start offset: %v", o.Err))
+	switch {
+	case !ok:
+		fw.fetchError(p, errors.New("list start offset: the partition is missing from the response"))
+		return
+	case o.Err != nil:
+		fw.fetchError(p, fmt.Errorf("list start offset: %w", o.Err))
 		return
 	}
 	r.checkContinuity(p, o.Offset, o.Offset)

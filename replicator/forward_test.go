@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/mm2go/mm2go/internal/fence"
-	"go.uber.org/zap/zaptest"
 	"testing"
 	"time"
 
@@ -13,7 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mm2go/mm2go/internal/fence"
 )
 
 // TestBatchesModeForwardsAndReencodes copies plain batches (forwarded as
@@ -196,4 +202,33 @@ func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 	}
 	require.Equal(t, want, b.read("A.fenced", n), "every record once, in order")
 	require.NoError(t, stop())
+}
+
+// TestBatchesModeOutOfRangeErrorReason: when the source refuses to list a
+// partition's log start, the error is counted under its reason and its
+// message names Kafka's error, not "<nil>".
+func TestBatchesModeOutOfRangeErrorReason(t *testing.T) {
+	for _, tc := range []struct {
+		err    *kerr.Error
+		reason string
+	}{
+		{kerr.TopicAuthorizationFailed, reasonAuthorization},
+		{kerr.UnknownTopicOrPartition, reasonTopicDeleted},
+		{kerr.KafkaStorageError, reasonFetch},
+	} {
+		t.Run(tc.err.Message, func(t *testing.T) {
+			b := newBed(t)
+			b.createTopic(b.srcAdm, "orders", 1, nil)
+			core, logs := observer.New(zap.WarnLevel)
+			r, closeClients := b.replicator(b.flow("mm2go.copy.mode = batches"), prometheus.NewRegistry(), zap.New(core))
+			defer closeClients()
+			b.src.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: "orders", Err: tc.err, Count: -1})
+			newForwarder(r).outOfRange(context.Background(), &partition{topic: "orders", partition: 0, next: 5})
+			require.Equal(t, 1.0, testutil.ToFloat64(r.m.errors.WithLabelValues("A->B", tc.reason)))
+			require.Equal(t, 1, logs.Len())
+			msg := fmt.Sprint(logs.All()[0].ContextMap()["error"])
+			require.Contains(t, msg, tc.err.Message)
+			require.NotContains(t, msg, "<nil>")
+		})
+	}
 }
