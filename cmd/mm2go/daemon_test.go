@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,11 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, exitOK, code, out.String())
 	require.Contains(t, out.String(), "OK: every record was replicated")
 	require.Contains(t, out.String(), "primary.orders")
+	// The count is of the producer's records only (no heartbeats or
+	// checkpoints): what was produced, exactly.
+	m := regexp.MustCompile(`produced (\d+) records, the secondary holds (\d+) in their remote topics`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	require.Equal(t, m[1], m[2], out.String())
 }
 
 // TestDaemonReload: a reload restarts only the flows whose settings changed,
