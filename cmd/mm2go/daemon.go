@@ -72,6 +72,12 @@ type daemon struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
+
+	// runMu guards ran and stopped: a Stop before Run releases what
+	// newDaemon took (the listener) instead of waiting for a Run that may
+	// never come, and a Run after Stop returns at once.
+	runMu        sync.Mutex
+	ran, stopped bool
 }
 
 // flowHandle is a running flow: its runner, the fingerprint of the
@@ -195,6 +201,13 @@ func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 // within DrainTimeout, all at once) and the HTTP server. It returns once
 // everything stopped.
 func (d *daemon) Run(ctx context.Context) error {
+	d.runMu.Lock()
+	if d.stopped {
+		d.runMu.Unlock()
+		return nil
+	}
+	d.ran = true
+	d.runMu.Unlock()
 	defer close(d.done)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -333,6 +346,16 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 // call before Run.
 func (d *daemon) Stop() {
 	d.stopOnce.Do(func() { close(d.stop) })
+	d.runMu.Lock()
+	ran := d.ran
+	d.stopped = true
+	d.runMu.Unlock()
+	if !ran {
+		if d.ln != nil {
+			_ = d.ln.Close()
+		}
+		return
+	}
 	<-d.done
 }
 
@@ -359,7 +382,7 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 	m := &daemonMetrics{
 		up: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mm2go_flow_up",
-			Help: "1 while the flow's workers run, 0 while it waits to restart.",
+			Help: "1 once the flow's clusters answered its connectivity check and while it runs or stands by; 0 during the check and while it waits to restart.",
 		}, []string{"flow"}),
 		restarts: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mm2go_flow_restarts_total",

@@ -255,3 +255,22 @@ func TestDaemonReload(t *testing.T) {
 	require.InDelta(t, 0, testutil.ToFloat64(d.m.reload), 0)
 	require.Same(t, after["A->B"], handles()["A->B"])
 }
+
+// TestStopBeforeRun: Stop before Run returns at once and releases the
+// listener; a Run after it returns at once.
+func TestStopBeforeRun(t *testing.T) {
+	src := newCluster(t)
+	d, err := newDaemon(daemonOptions{Config: testConfig(t, src, src), Log: zap.NewNop(), ListenAddress: "127.0.0.1:0"})
+	require.NoError(t, err)
+	addr := d.Addr()
+	stopped := make(chan struct{})
+	go func() { d.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop before Run did not return")
+	}
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	require.Error(t, err, "the listener is closed")
+	require.NoError(t, d.Run(context.Background()))
+}
