@@ -185,21 +185,9 @@ func TestPreflightNamesClients(t *testing.T) {
 // TestCheckClientNoAnswer checks the deadline case: a listener that accepts
 // connections but never answers is told apart from an unreachable host.
 func TestCheckClientNoAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
-	f := parseFlow(t, t.TempDir(), "clusters = A, B", "A.bootstrap.servers = "+ln.Addr().String(),
+	f := parseFlow(t, t.TempDir(), "clusters = A, B", "A.bootstrap.servers = "+silentListener(t),
 		"B.bootstrap.servers = "+closedAddr(t), "A->B.enabled = true")
-	err = checkClient(context.Background(), f.Client(config.RoleSourceAdmin), time.Second)
+	err := checkClient(context.Background(), f.Client(config.RoleSourceAdmin), time.Second)
 	var ce *clusterError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, "A", ce.Cluster)
@@ -211,20 +199,8 @@ func TestCheckClientNoAnswer(t *testing.T) {
 // passed (here: a target that accepts connections and never answers) is
 // neither up (mm2go_flow_up) nor ready (/readyz).
 func TestFlowNotUpDuringPreflight(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
 	src := newCluster(t)
-	cfg := testConfig(t, src, src, "B.bootstrap.servers = "+ln.Addr().String())
+	cfg := testConfig(t, src, src, "B.bootstrap.servers = "+silentListener(t))
 	reg := prometheus.NewRegistry()
 	log, lvl, err := newLogger(io.Discard, "info", logJSON, reg)
 	require.NoError(t, err)
@@ -251,4 +227,23 @@ func TestFlowNotUpDuringPreflight(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// silentListener returns the address of a listener that accepts
+// connections and never answers.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	return ln.Addr().String()
 }

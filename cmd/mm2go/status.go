@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -31,30 +30,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		file, only string
 		timeout    time.Duration
 	)
-	fs.StringVar(&file, "c", "", "MirrorMaker 2 properties file")
-	fs.StringVar(&file, "config", "", "same as -c")
 	fs.StringVar(&only, "flow", "", "only this flow, as SOURCE->TARGET (default: every enabled flow)")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for each target cluster")
-	if err := fs.Parse(args); err != nil {
-		return parseFailed(err)
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		_, _ = fmt.Fprintf(stderr, "mm2go status: unexpected arguments %v\n", fs.Args())
-		return exitUsage
-	}
-	if file == "" {
-		_, _ = fmt.Fprintln(stderr, "mm2go status: -c FILE is required")
-		return exitUsage
-	}
-	log, _, err := newLogger(stderr, "error", logConsole, prometheus.NewRegistry())
-	if err != nil {
-		return exitUsage
-	}
-	cfg, ok := loadConfig(file, log, stderr)
-	if !ok {
-		return exitUsage
+	cfg, code := fileCommand(fs, args, &file, stderr)
+	if cfg == nil {
+		return code
 	}
 	var flows []*config.Flow
 	for _, f := range cfg.EnabledFlows() {
@@ -67,7 +47,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	code := exitOK
+	code = exitOK
 	for i, f := range flows {
 		if i > 0 {
 			_, _ = fmt.Fprintln(stdout)
