@@ -302,6 +302,9 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 		<-h.done
 		delete(d.flows, name)
 		stopped = append(stopped, name)
+		if _, ok := want[name]; !ok {
+			d.m.forgetFlow(name) // gone, not restarted: its series end
+		}
 	}
 	for name, f := range want {
 		if _, ok := d.flows[name]; ok {
@@ -433,6 +436,18 @@ func (m *daemonMetrics) initFlow(flow string) {
 	for _, w := range []string{"heartbeat", "checkpoint"} {
 		m.workers.WithLabelValues(flow, w)
 	}
+}
+
+// forgetFlow deletes the series of a flow that a reload removed, so that
+// no alert fires on its last values.
+func (m *daemonMetrics) forgetFlow(flow string) {
+	labels := prometheus.Labels{"flow": flow}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.held, m.lost} {
+		v.DeletePartialMatch(labels)
+	}
+	m.mu.Lock()
+	delete(m.upFlows, flow)
+	m.mu.Unlock()
 }
 
 func (m *daemonMetrics) flowUp(flow string, up bool) {

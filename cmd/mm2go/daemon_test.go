@@ -274,3 +274,62 @@ func TestStopBeforeRun(t *testing.T) {
 	require.Error(t, err, "the listener is closed")
 	require.NoError(t, d.Run(context.Background()))
 }
+
+// TestDaemonReloadForgetsRemovedFlows: a reload that removes a flow (its
+// cluster left the file) deletes the flow's series; a flow that only
+// restarts keeps them.
+func TestDaemonReloadForgetsRemovedFlows(t *testing.T) {
+	a, b, c := newCluster(t), newCluster(t), newCluster(t)
+	parse := func(clusters string, enabled ...string) *config.Config {
+		props := []string{"clusters = " + clusters,
+			"A.bootstrap.servers = " + strings.Join(a.ListenAddrs(), ","),
+			"B.bootstrap.servers = " + strings.Join(b.ListenAddrs(), ","),
+			"C.bootstrap.servers = " + strings.Join(c.ListenAddrs(), ","),
+			"replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
+			"checkpoints.topic.replication.factor = 1", "heartbeats.topic.replication.factor = 1",
+			"offset.storage.replication.factor = 1"}
+		for _, f := range enabled {
+			props = append(props, f+".enabled = true")
+		}
+		cfg, _, err := config.Parse([]byte(strings.Join(props, "\n")), t.TempDir())
+		require.NoError(t, err)
+		return cfg
+	}
+	reg := prometheus.NewRegistry()
+	d, err := newDaemon(daemonOptions{Config: parse("A, B, C", "A->B", "A->C"), Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),
+		Registry: reg, DrainTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { d.Stop(); <-done })
+
+	flows := func(name string) map[string]bool {
+		out := make(map[string]bool)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "flow" {
+						out[l.GetValue()] = true
+					}
+				}
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return flows("mm2go_flow_up")["A->C"] && flows("mm2go_flow_up")["A->B"] }, 20*time.Second, 50*time.Millisecond)
+	require.True(t, flows("mm2go_flow_restarts_total")["A->C"])
+
+	require.NoError(t, d.Reload(ctx, parse("A, B", "A->B")))
+	for _, name := range []string{"mm2go_flow_up", "mm2go_flow_restarts_total", "mm2go_flow_worker_restarts_total", "mm2go_flow_lease_lost_total", "mm2go_flow_lease_held"} {
+		for f := range flows(name) {
+			require.NotContains(t, f, "C", "%s{flow=%q} after C left the file", name, f)
+		}
+	}
+	require.True(t, flows("mm2go_flow_restarts_total")["A->B"], "the remaining flow keeps its series")
+}
