@@ -286,8 +286,9 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 				continue
 			}
 			fp := fingerprint(c.sel, offs)
-			if last, ok := sw.commits[g]; (ok && last != fp) || c.st.moved(g) || c.movedSinceCheckpoint(g, offs) {
-				sw.consumed[g] = true
+			if !sw.consumed[g] {
+				last, ok := sw.commits[g]
+				sw.consumed[g] = (ok && last != fp) || c.st.moved(g) || c.movedSinceCheckpoint(g, offs)
 			}
 			sw.commits[g] = fp
 			if fp == "" {

@@ -976,7 +976,7 @@ func (fw *forwarder) settle(b *fwdBatch, base int64) {
 		r.m.batchSent(r.flow, pathReencoded)
 	}
 	r.counted(p, b.n, b.size, b.maxTS)
-	r.noteCaughtUp(p, b.up(b.n-1))
+	r.noteCaughtUp(p)
 }
 
 // split decodes b (a batch the target refused as too large) and encodes its

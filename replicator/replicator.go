@@ -608,7 +608,7 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 	p.acked.Store(m.up)
 	p.mu.Unlock()
 	r.counted(p, 1, recordSize(rec), rec.Timestamp.UnixMilli())
-	r.noteCaughtUp(p, m.up)
+	r.noteCaughtUp(p)
 }
 
 // caughtUpFlushGap is the least time between two flushes that partitions
@@ -616,18 +616,15 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 const caughtUpFlushGap = 100 * time.Millisecond
 
 // noteCaughtUp asks the flush loop for an early flush when the target just
-// acknowledged p's last record in flight up to the source's end (up is its
-// upstream offset): the source is quiet there, as when producers moved to
-// the target, and a consumer group failing over waits for the offset map to
+// acknowledged p's last record in flight and p's position reached the
+// source's end: the source is quiet there, as when producers moved to the
+// target, and a consumer group failing over waits for the offset map to
 // reach its final commit. Where records keep coming, partitions are rarely
 // caught up and the flush interval rules. Called on the acknowledgement
-// path; it never blocks.
-func (r *Replicator) noteCaughtUp(p *partition, up int64) {
-	next := up + 1
-	if e := p.markerEnd.Load(); e >= 0 && p.markerAfter.Load() == up {
-		next = e // transaction markers after it: copied too
-	}
-	if p.inflight.Load() != 0 || next < p.end.Load() {
+// path after acked is stored; it never blocks, and in the middle of a batch
+// it costs one atomic load.
+func (r *Replicator) noteCaughtUp(p *partition) {
+	if p.inflight.Load() != 0 || p.lag() != 0 {
 		return
 	}
 	select {

@@ -83,11 +83,7 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 			return nil, exitUsage
 		}
 	} else {
-		src, dst, found := strings.Cut(ff.flow, "->")
-		if found {
-			f = cfg.Flow(strings.TrimSpace(src), strings.TrimSpace(dst))
-		}
-		if f == nil {
+		if f = flowNamed(cfg, ff.flow); f == nil {
 			_, _ = fmt.Fprintf(stderr, "mm2go: --flow %q: no such flow in %s\n", ff.flow, ff.file)
 			return nil, exitUsage
 		}

@@ -128,6 +128,47 @@ func loadConfig(path string, log *zap.Logger, stderr io.Writer) (*config.Config,
 	return cfg, true
 }
 
+// fileCommand registers -c and --config (into file) on a command's flag
+// set, parses args and loads the file, which may also be given as the only
+// argument, printing only its errors (warnings are `mm2go validate`'s
+// business). It returns the configuration, or nil and the exit code.
+func fileCommand(fs *flag.FlagSet, args []string, file *string, stderr io.Writer) (*config.Config, int) {
+	fs.StringVar(file, "c", "", "MirrorMaker 2 properties file")
+	fs.StringVar(file, "config", "", "same as -c")
+	if err := fs.Parse(args); err != nil {
+		return nil, parseFailed(err)
+	}
+	if *file == "" && fs.NArg() == 1 {
+		*file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		_, _ = fmt.Fprintf(stderr, "%s: unexpected arguments %v\n", fs.Name(), fs.Args())
+		return nil, exitUsage
+	}
+	if *file == "" {
+		_, _ = fmt.Fprintf(stderr, "%s: -c FILE is required\n", fs.Name())
+		return nil, exitUsage
+	}
+	log, _, err := newLogger(stderr, "error", logConsole, prometheus.NewRegistry())
+	if err != nil {
+		return nil, exitUsage
+	}
+	cfg, ok := loadConfig(*file, log, stderr)
+	if !ok {
+		return nil, exitUsage
+	}
+	return cfg, exitOK
+}
+
+// flowNamed returns the flow SOURCE->TARGET of cfg (spaces around the
+// aliases allowed), or nil.
+func flowNamed(cfg *config.Config, name string) *config.Flow {
+	src, dst, found := strings.Cut(name, "->")
+	if !found {
+		return nil
+	}
+	return cfg.Flow(strings.TrimSpace(src), strings.TrimSpace(dst))
+}
+
 // isHelp reports whether a command's first argument asks for its usage.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,9 +35,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	var flows []*config.Flow
-	for _, f := range cfg.EnabledFlows() {
-		if only == "" || strings.ReplaceAll(only, " ", "") == f.Name() {
+	flows := cfg.EnabledFlows()
+	if only != "" {
+		flows = nil
+		if f := flowNamed(cfg, only); f != nil && f.Enabled {
 			flows = append(flows, f)
 		}
 	}
