@@ -210,7 +210,7 @@ func (f *failover) switchConsumer() {
 		defer func() {
 			var holders int
 			for _, p := range standbys {
-				if strings.Contains(p.out.String(), "holding the lease") {
+				if strings.Contains(p.out.String(), "task assigned; this instance runs it") {
 					holders++
 				}
 			}

@@ -14,27 +14,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/ktest"
 	"github.com/mm2go/mm2go/policy"
 )
 
 // TestIntegrationInstances runs three mm2go processes with the same file,
 // started at the same moment (as a second and third host, or instances
-// started by mistake), on 4 topics x 12 partitions with a steady producer.
-// One holds the flow's lease and copies; the others stand by. The holder is
-// repeatedly killed with SIGKILL (and started again with its instance id),
-// and, in the batches copy mode, paused with SIGSTOP past its session
-// timeout and resumed: the flow moves to another process each time, and
-// the paused one must not write after it lost the lease (its producer
-// epoch is fenced). At the end the target holds exactly the source's
-// records per partition, none missing, none twice.
+// started by mistake), on 4 topics x 12 partitions with a steady producer,
+// the flow split into three tasks (tasks.max = 3): the flow's group spreads
+// them, one per process. A process running a task is repeatedly killed with
+// SIGKILL (and started again with its instance id, which gives it a task
+// back), and, in the batches copy mode, paused with SIGSTOP past its session
+// timeout and resumed: its tasks move to the others each time, and the
+// paused one must not write after it lost them (its producer epochs are
+// fenced). At the end the target holds exactly the source's records per
+// partition, none missing, none twice.
 //
 // The pause events run only in the batches mode, with
 // mm2go.copy.fencing = epoch: the record copy mode's franz-go producer has
 // no epoch the next holder could fence.
 func TestIntegrationInstances(t *testing.T) {
 	e := newEnv(t)
-	const partitions = 12
+	const partitions, tasks = 12, 3
 	var topics []string
 	for i := range 4 {
 		tp := e.topic(fmt.Sprintf("inst%d", i))
@@ -42,9 +44,9 @@ func TestIntegrationInstances(t *testing.T) {
 		e.createTopic(tp, partitions, nil)
 	}
 	batches := os.Getenv("MM2GO_TEST_COPY_MODE") == "batches"
-	cfg := e.config()
+	cfg := e.config("tasks.max = " + strconv.Itoa(tasks))
 	if batches {
-		cfg = e.config("mm2go.copy.fencing = epoch")
+		cfg = e.config("tasks.max = "+strconv.Itoa(tasks), "mm2go.copy.fencing = epoch")
 	}
 	// The producer partitions by hand: a partition its metadata does not
 	// show yet fails its records.
@@ -98,35 +100,46 @@ func TestIntegrationInstances(t *testing.T) {
 	for _, id := range ids {
 		start(id)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, p := range procs {
+				out := p.out.String()
+				t.Logf("%s's log (last 6000 bytes):\n%s", id, out[max(0, len(out)-6000):])
+			}
+		}
+	})
 
 	adm := e.dstAdm
 	group := policy.LeaseGroup(e.src)
-	leaseTopic := policy.LeaseTopic(e.src)
-	// holder is the instance id of the member that holds the lease, "" if
-	// none does (or the group is rebalancing).
-	holder := func() string {
+	taskTopic := policy.LeaseTopic(e.src)
+	// owners maps each task to the instance running it, once the group is
+	// stable and every task runs; nil otherwise.
+	owners := func() map[int32]string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		d, err := adm.DescribeGroups(ctx, group)
-		if err != nil || d[group].State != "Stable" {
-			return ""
+		st, err := fence.Describe(ctx, adm, group, taskTopic)
+		if err != nil || st.State != "Stable" || st.Tasks != tasks || len(st.Unowned()) > 0 {
+			return nil
 		}
-		for _, m := range d[group].Members {
-			ca, ok := m.Assigned.AsConsumer()
-			if !ok || m.InstanceID == nil {
-				continue
-			}
-			for _, tp := range ca.Topics {
-				if tp.Topic == leaseTopic && len(tp.Partitions) > 0 {
-					return *m.InstanceID
-				}
+		out := make(map[int32]string)
+		for _, m := range st.Members {
+			for _, task := range m.Tasks {
+				out[task] = m.InstanceID
 			}
 		}
-		return ""
+		return out
 	}
-	// Records on the target: with fencing, every start of the flow puts an
-	// abort marker into every remote partition, so the end offsets are
-	// more than the records.
+	runsTask := func(o map[int32]string, id string) bool {
+		for _, owner := range o {
+			if owner == id {
+				return true
+			}
+		}
+		return false
+	}
+	// Records on the target: with fencing, every start of a task puts an
+	// abort marker into each of its remote partitions, so the end offsets
+	// are more than the records.
 	copied := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -145,10 +158,14 @@ func TestIntegrationInstances(t *testing.T) {
 		eventually(t, time.Minute, what, func() bool { return copied() > n+1000 })
 	}
 
-	var first string
-	eventually(t, time.Minute, "one instance holding the lease", func() bool { first = holder(); return first != "" })
+	// The group spreads the tasks: one per process.
+	var o map[int32]string
+	eventually(t, time.Minute, "every process running a task", func() bool {
+		o = owners()
+		return o != nil && runsTask(o, ids[0]) && runsTask(o, ids[1]) && runsTask(o, ids[2])
+	})
 	copying(0, "records copied")
-	t.Logf("%s holds the lease of %d members", first, len(ids))
+	t.Logf("tasks spread over the %d processes: %v", len(ids), o)
 
 	// Each event takes the session timeout (10 s) and more: the test
 	// command runs 2 (4 in the batches pass, half of them pauses); the
@@ -162,11 +179,17 @@ func TestIntegrationInstances(t *testing.T) {
 		require.NoError(t, err, "MM2GO_INSTANCE_EVENTS")
 		events = n
 	}
-	var moves, flows []time.Duration
+	var moves, flows, backs []time.Duration
 	lostSeen := map[string]int{}
 	for i := range events {
+		// The victim: the process running task i mod 3 (task 0 also runs
+		// the checkpoints and the group-offset sync).
 		var h string
-		eventually(t, time.Minute, "a holder after the group settled", func() bool { h = holder(); return h != "" })
+		eventually(t, time.Minute, "every task running after the group settled", func() bool {
+			o = owners()
+			h = o[int32(i%tasks)]
+			return o != nil
+		})
 		pause := batches && i%2 == 1
 		at := time.Now()
 		if pause {
@@ -174,34 +197,40 @@ func TestIntegrationInstances(t *testing.T) {
 		} else {
 			procs[h].stop(t, syscall.SIGKILL, 10*time.Second)
 		}
-		var next string
-		eventually(t, time.Minute, "another instance holding the lease", func() bool {
-			next = holder()
-			return next != "" && next != h
+		eventually(t, time.Minute, "the tasks of "+h+" running elsewhere", func() bool {
+			o = owners()
+			return o != nil && !runsTask(o, h)
 		})
 		moved := time.Since(at)
 		n := copied()
-		copying(n, "records copied by "+next)
+		copying(n, "records copied after the tasks of "+h+" moved")
 		flowing := time.Since(at)
 		moves, flows = append(moves, moved), append(flows, flowing)
 		how := "SIGKILL"
 		if pause {
 			how = "SIGSTOP"
-			// The paused holder resumes after it lost the lease: whatever
+			// The paused process resumes after it lost its tasks: whatever
 			// it had in flight must be refused.
 			require.NoError(t, procs[h].cmd.Process.Signal(syscall.SIGCONT))
 			p := procs[h]
-			eventually(t, 30*time.Second, h+" noticing that it lost the lease", func() bool {
-				return strings.Count(p.out.String(), "lease lost; stopping the flow") > lostSeen[h]
+			eventually(t, 30*time.Second, h+" noticing that it lost its tasks", func() bool {
+				return strings.Count(p.out.String(), "task lost; stopping it") > lostSeen[h]
 			})
-			lostSeen[h]++
+			lostSeen[h] = strings.Count(p.out.String(), "task lost; stopping it")
 		} else {
 			start(h)
 		}
-		t.Logf("event %d: %s of %s; %s holds the lease %s later and copies %s later", i+1, how, h, next,
-			moved.Round(100*time.Millisecond), flowing.Round(100*time.Millisecond))
-		// Let the resumed or restarted one settle as a standby.
-		time.Sleep(2 * time.Second)
+		// Back in the group, the process gets a task again: the group
+		// rebalances one task to it (and moves no other).
+		back := time.Now()
+		eventually(t, time.Minute, h+" running a task again", func() bool {
+			o = owners()
+			return o != nil && runsTask(o, h)
+		})
+		backs = append(backs, time.Since(back))
+		t.Logf("event %d: %s of %s; its tasks ran elsewhere %s later, records flowed %s later; back in the group it ran a task %s later (%v)",
+			i+1, how, h, moved.Round(100*time.Millisecond), flowing.Round(100*time.Millisecond),
+			backs[len(backs)-1].Round(100*time.Millisecond), o)
 	}
 
 	close(stop)
@@ -230,9 +259,9 @@ func TestIntegrationInstances(t *testing.T) {
 	}
 	t.Logf("writes of a resumed holder refused by the fence: %d times", fenced)
 	slowest := func(ds []time.Duration) time.Duration { return slices.Max(ds).Round(100 * time.Millisecond) }
-	t.Logf("%d records, %d events, 0 missing, 0 duplicated; the lease moved within %s, records flowed again within %s",
-		want, events, slowest(moves), slowest(flows))
-	// The group's session timeout is 10 s: the lease must move within 5 s
+	t.Logf("%d records, %d events, 0 missing, 0 duplicated; tasks moved within %s, records flowed again within %s, a returning process ran a task within %s",
+		want, events, slowest(moves), slowest(flows), slowest(backs))
+	// The group's session timeout is 10 s: the tasks must move within 5 s
 	// more.
-	require.LessOrEqual(t, slices.Max(moves), 15*time.Second, "the lease moved later than the session timeout plus 5 s")
+	require.LessOrEqual(t, slices.Max(moves), 15*time.Second, "tasks moved later than the session timeout plus 5 s")
 }

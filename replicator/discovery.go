@@ -50,7 +50,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 	}
 	want := make(map[string]kadm.TopicDetail)
 	for name, d := range srcTopics {
-		if d.IsInternal || d.Err != nil || !r.sel.ShouldReplicate(name) {
+		if d.IsInternal || d.Err != nil || !r.sel.ShouldReplicate(name) || r.ownedOf(name, d) == 0 {
 			continue
 		}
 		want[name] = d
@@ -105,6 +105,9 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			}
 		}
 		for _, pd := range d.Partitions.Sorted() {
+			if !r.owns(name, pd.Partition) {
+				continue // another task's
+			}
 			if int(pd.Partition) >= remoteParts {
 				continue // the remote topic cannot hold it yet; retried next refresh
 			}
@@ -165,6 +168,17 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		r.src.ForceMetadataRefresh()
 	}
 	return nil
+}
+
+// ownedOf returns how many partitions of a source topic this task copies.
+func (r *Replicator) ownedOf(topic string, d kadm.TopicDetail) int {
+	n := 0
+	for p := range d.Partitions {
+		if r.owns(topic, p) {
+			n++
+		}
+	}
+	return n
 }
 
 // dropVanished stops copying topics that no longer exist on the source (or

@@ -139,7 +139,7 @@ func newForwarder(r *Replicator) *forwarder {
 		sendDone:       make(chan struct{}),
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
-		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target)
+		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)
 	}
 	if level, _ := src.OptValue(kgo.FetchIsolationLevel).(int8); level == 1 {
 		fw.isolation = kgo.ReadCommitted()

@@ -76,30 +76,9 @@ func TestBatchesModeForwardsAndReencodes(t *testing.T) {
 		}
 		require.Equal(t, [][3]int64{{0, 100, 0}, {104, 104, 101}, {106, 155, 102}}, got, "partition %d", p)
 	}
-	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathForwarded))
-	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
-	require.Equal(t, 304.0, testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_records_total")))
-}
-
-// seriesSum sums the series of the named metric whose label has value.
-func seriesSum(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	require.Positive(t, sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathForwarded}))
+	require.Positive(t, sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathReencoded}))
+	require.Equal(t, 304.0, sumOf(t, reg, "mm2go_replicator_records_total", nil))
 }
 
 // TestBatchesModeSplitsBatchesTooLargeForTheTarget: a fetched batch larger
@@ -130,8 +109,8 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 		return len(segs[0]) == 1 && segs[0][0].From == 0 && segs[0][0].Last == 11 && segs[0][0].Down == 0
 	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..11")
 	require.NoError(t, stop())
-	require.Positive(t, seriesSum(t, reg, "mm2go_replicator_batches_total", "path", pathReencoded))
-	require.Zero(t, seriesSum(t, reg, "mm2go_replicator_errors_total", "reason", reasonRecordTooLarge), "not stalled")
+	require.Positive(t, sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathReencoded}))
+	require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonRecordTooLarge}), "not stalled")
 }
 
 // TestBatchesModeSeveralLeaders copies partitions led by three brokers on

@@ -88,8 +88,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, "flow", "topic"),
 		lag: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_lag_records",
-			Help: "Source offsets not yet acknowledged by the target, summed over the topic's partitions.",
-		}, "flow", "topic"),
+			Help: "Source offsets not yet acknowledged by the target, summed over the topic's partitions this task copies.",
+		}, "flow", "topic", "task"),
 		errors: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_errors_total",
 			Help: "Errors by reason; every one is also logged.",
@@ -100,12 +100,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, "flow", "topic"),
 		partitions: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions",
-			Help: "Source partitions assigned to the flow.",
-		}, "flow"),
+			Help: "Source partitions the flow's task copies (on the instance running the task).",
+		}, "flow", "task"),
 		stalled: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions_stalled",
 			Help: "Source partitions whose copying is paused after a write failure and retried with backoff.",
-		}, "flow"),
+		}, "flow", "task"),
 		topicsCreated: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_topics_created_total",
 			Help: "Remote topics created on the target.",
@@ -120,16 +120,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, "flow"),
 		lagSeconds: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_lag_seconds",
-			Help: "Age of the oldest source record not yet copied, the largest over the topic's partitions (0 when caught up).",
-		}, "flow", "topic"),
+			Help: "Age of the oldest source record not yet copied, the largest over the topic's partitions this task copies (0 when caught up).",
+		}, "flow", "topic", "task"),
 		partitionLag: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partition_lag_records",
 			Help: "Source offsets not yet acknowledged by the target, per partition (dropped with --metrics.partitions=false).",
 		}, "flow", "topic", "partition"),
 		topics: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_topics",
-			Help: "Source topics the flow copies.",
-		}, "flow"),
+			Help: "Source topics the flow's task copies partitions of.",
+		}, "flow", "task"),
 		age: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mm2go_replicator_record_age_seconds",
 			Help:    "Age of records when fetched from the source: now minus the record timestamp (MM2's record-age-ms).",
@@ -159,7 +159,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		blocked: gauge(prometheus.GaugeOpts{
 			Name: "mm2go_replicator_partitions_blocked",
 			Help: "Source partitions not copied until an operator acts: their source topic was recreated or truncated after mm2go copied from it (reason source_recreated).",
-		}, "flow"),
+		}, "flow", "task"),
 		segments: counter(prometheus.CounterOpts{
 			Name: "mm2go_replicator_offset_map_segments_total",
 			Help: "Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
@@ -205,16 +205,16 @@ func (m *metrics) sourceLost(flow, topic string, n int64) {
 	}
 }
 
-func (m *metrics) setLag(flow, topic string, lag int64) {
+func (m *metrics) setLag(flow, topic, task string, lag int64) {
 	if m != nil {
-		m.lag.WithLabelValues(flow, topic).Set(float64(lag))
+		m.lag.WithLabelValues(flow, topic, task).Set(float64(lag))
 	}
 }
 
-func (m *metrics) setPartitions(flow string, assigned, stalled int) {
+func (m *metrics) setPartitions(flow, task string, assigned, stalled int) {
 	if m != nil {
-		m.partitions.WithLabelValues(flow).Set(float64(assigned))
-		m.stalled.WithLabelValues(flow).Set(float64(stalled))
+		m.partitions.WithLabelValues(flow, task).Set(float64(assigned))
+		m.stalled.WithLabelValues(flow, task).Set(float64(stalled))
 	}
 }
 
@@ -250,9 +250,9 @@ type nopObserver struct{}
 
 func (nopObserver) Observe(float64) {}
 
-func (m *metrics) setLagSeconds(flow, topic string, s float64) {
+func (m *metrics) setLagSeconds(flow, topic, task string, s float64) {
 	if m != nil {
-		m.lagSeconds.WithLabelValues(flow, topic).Set(s)
+		m.lagSeconds.WithLabelValues(flow, topic, task).Set(s)
 	}
 }
 
@@ -262,21 +262,38 @@ func (m *metrics) setPartitionLag(flow, topic string, partition int32, lag int64
 	}
 }
 
-func (m *metrics) setTopics(flow string, n int) {
+func (m *metrics) setTopics(flow, task string, n int) {
 	if m != nil {
-		m.topics.WithLabelValues(flow).Set(float64(n))
+		m.topics.WithLabelValues(flow, task).Set(float64(n))
+	}
+}
+
+// forgetTask deletes the gauges of a flow's task, and the partition lag of
+// the partitions it copied: the task stopped on this instance (the process
+// stops, or the task moved to another instance, which exports them now).
+// Counters stay: they only grow, and a task coming back adds to them.
+func (m *metrics) forgetTask(flow, task string, parts []tp) {
+	if m == nil {
+		return
+	}
+	byTask := prometheus.Labels{"flow": flow, "task": task}
+	for _, g := range []*prometheus.GaugeVec{m.lag, m.lagSeconds, m.partitions, m.stalled, m.topics, m.blocked} {
+		g.DeletePartialMatch(byTask)
+	}
+	for _, k := range parts {
+		m.partitionLag.DeleteLabelValues(flow, k.topic, strconv.Itoa(int(k.partition)))
 	}
 }
 
 // touch creates the flow's sync series at zero, so that they are exported
 // before the first sync round counts anything.
-func (m *metrics) touch(flow string) {
+func (m *metrics) touch(flow, task string) {
 	if m != nil {
 		m.configsSynced.WithLabelValues(flow)
 		m.aclsSynced.WithLabelValues(flow)
 		m.aclsSkipped.WithLabelValues(flow)
 		m.cfgOverrides.WithLabelValues(flow)
-		m.blocked.WithLabelValues(flow)
+		m.blocked.WithLabelValues(flow, task)
 	}
 }
 
@@ -304,8 +321,8 @@ func (m *metrics) aclsSkippedAdd(flow string, n int) {
 	}
 }
 
-func (m *metrics) setBlocked(flow string, n int) {
+func (m *metrics) setBlocked(flow, task string, n int) {
 	if m != nil {
-		m.blocked.WithLabelValues(flow).Set(float64(n))
+		m.blocked.WithLabelValues(flow, task).Set(float64(n))
 	}
 }

@@ -101,8 +101,8 @@ func (r *Replicator) prune(ctx context.Context) (int, error) {
 	r.readers.Lock()
 	err := itopic.ReadAll(ctx, r.o.TargetReader, r.mapTopic, func(rec *kgo.Record) {
 		m, err := policy.DecodeOffsetMap(rec.Key, rec.Value)
-		if err != nil || m.Segment == nil {
-			return
+		if err != nil || m.Segment == nil || !r.owns(m.Segment.Topic, m.Segment.Partition) {
+			return // another task prunes its own
 		}
 		k := tp{m.Segment.Topic, m.Segment.Partition}
 		if m.Deleted {

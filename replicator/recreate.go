@@ -273,7 +273,7 @@ func (r *Replicator) onRecreated(ctx context.Context, topic, remote string, d ka
 	}
 	empty := fresh[remote]
 	if !empty {
-		empty = r.remoteEmpty(ctx, remote)
+		empty = r.remoteEmpty(ctx, topic, remote)
 	}
 	if empty {
 		err := r.forgetTopic(ctx, topic, remote)
@@ -308,9 +308,10 @@ func (r *Replicator) onRecreated(ctx context.Context, topic, remote string, d ka
 	return false
 }
 
-// remoteEmpty reports whether every partition of the remote topic has end
-// offset 0: nothing was ever written to it.
-func (r *Replicator) remoteEmpty(ctx context.Context, remote string) bool {
+// remoteEmpty reports whether every partition of the remote topic this task
+// copies to has end offset 0: nothing was ever written to it. (Another task
+// may have started copying the new incarnation into its partitions.)
+func (r *Replicator) remoteEmpty(ctx context.Context, topic, remote string) bool {
 	ends, err := r.o.TargetAdmin.ListEndOffsets(ctx, remote)
 	if err != nil {
 		return false
@@ -318,6 +319,9 @@ func (r *Replicator) remoteEmpty(ctx context.Context, remote string) bool {
 	n := 0
 	empty := true
 	ends.Each(func(o kadm.ListedOffset) {
+		if !r.owns(topic, o.Partition) {
+			return
+		}
 		n++
 		if o.Err != nil || o.Offset != 0 {
 			empty = false
@@ -333,7 +337,9 @@ func (r *Replicator) remoteEmpty(ctx context.Context, remote string) bool {
 func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) error {
 	parts := make(map[int32]bool)
 	for p := range r.stored[topic] {
-		parts[p] = true
+		if r.owns(topic, p) {
+			parts[p] = true
+		}
 	}
 	// A flush under way may still write the stopped partitions' state; it
 	// must be done before the map is read and the tombstones follow.
@@ -346,9 +352,9 @@ func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) erro
 			return
 		}
 		switch {
-		case m.Segment != nil && m.Segment.Topic == topic:
+		case m.Segment != nil && m.Segment.Topic == topic && r.owns(topic, m.Segment.Partition):
 			parts[m.Segment.Partition] = true
-		case m.Position != nil && m.Position.Topic == topic:
+		case m.Position != nil && m.Position.Topic == topic && r.owns(topic, m.Position.Partition):
 			parts[m.Position.Partition] = true
 		default:
 			return
@@ -369,9 +375,11 @@ func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) erro
 			return fmt.Errorf("write tombstones for %s: %w", topic, err)
 		}
 	}
-	delete(r.stored, topic)
+	for p := range parts {
+		delete(r.stored[topic], p)
+	}
 	for k := range r.maps {
-		if k.topic == topic {
+		if k.topic == topic && parts[k.partition] {
 			delete(r.maps, k)
 		}
 	}
@@ -387,7 +395,7 @@ func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) erro
 func (r *Replicator) updateBlocked(want map[string]kadm.TopicDetail) {
 	n := 0
 	for t := range r.inc.blocked {
-		n += len(want[t].Partitions)
+		n += r.ownedOf(t, want[t])
 	}
-	r.m.setBlocked(r.flow, n)
+	r.m.setBlocked(r.flow, r.task, n)
 }

@@ -95,14 +95,14 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	_, newID := b.recreateTopic("orders", 1)
 	fresh := b.produce("orders", 1, 100, 3)
 	waitFor(t, "the topic blocked", func() bool {
-		return metricValue(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
+		return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
 	})
 	errs := logged(logs, zapcore.ErrorLevel, blockedMessage)
 	require.Len(t, errs, 1)
 	require.Equal(t, "orders", errs[0].ContextMap()["topic"])
 	require.Equal(t, "A.orders", errs[0].ContextMap()["target_topic"])
 	require.Equal(t, newID.String(), errs[0].ContextMap()["topic_id"])
-	require.Equal(t, 1.0, metricValue(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
+	require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
 	time.Sleep(1500 * time.Millisecond) // more refreshes: still blocked, logged once
 	require.EqualValues(t, 10, b.endOffset(b.dstAdm, "A.orders"), "nothing of the new topic copied")
 	require.Len(t, logged(logs, zapcore.ErrorLevel, blockedMessage), 1)
@@ -114,7 +114,7 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	require.NoError(t, resps.Error())
 	require.Equal(t, fresh, b.read("A.orders", 3))
 	waitFor(t, "unblocked and progress stored", func() bool {
-		return metricValue(t, reg, "mm2go_replicator_partitions_blocked", nil) == 0 && b.progressOf()["orders"][0] == 2
+		return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 0 && b.progressOf()["orders"][0] == 2
 	})
 	require.NoError(t, stop())
 	require.Equal(t, map[int32]int64{0: 2}, b.progressOf()["orders"])
@@ -163,7 +163,7 @@ func TestRecreatedSourceTopicWhileStopped(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	stop = b.runLogged(b.flow(), reg, log)
 	waitFor(t, "the topic blocked", func() bool {
-		return metricValue(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
+		return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
 	})
 	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, stop())
@@ -203,7 +203,7 @@ func TestSourceBehindStoredProgress(t *testing.T) {
 			stop := b.runLogged(b.flow(), reg, log)
 			if c.remoteRecord {
 				waitFor(t, "the topic blocked", func() bool {
-					return metricValue(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
+					return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
 				})
 				time.Sleep(500 * time.Millisecond)
 				require.NoError(t, stop())
@@ -216,7 +216,7 @@ func TestSourceBehindStoredProgress(t *testing.T) {
 			waitFor(t, "progress stored", func() bool { return b.progressOf()["legacy"][0] == 2 })
 			require.NoError(t, stop())
 			require.EqualValues(t, 3, b.endOffset(b.dstAdm, "A.legacy"))
-			require.Equal(t, 1.0, metricValue(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
+			require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
 			require.Empty(t, logged(logs, zapcore.ErrorLevel, blockedMessage))
 		})
 	}
@@ -246,8 +246,8 @@ func TestRecordsLostToRetentionAreCounted(t *testing.T) {
 	got := b.read("A.orders", 7)
 	require.NoError(t, stop())
 	require.Equal(t, append(first[0], later[0][3:]...), got[0])
-	require.Equal(t, 3.0, metricValue(t, reg, "mm2go_replicator_source_records_lost_total", map[string]string{"topic": "orders"}))
-	require.Equal(t, 1.0, metricValue(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceGap}))
+	require.Equal(t, 3.0, sumOf(t, reg, "mm2go_replicator_source_records_lost_total", map[string]string{"topic": "orders"}))
+	require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceGap}))
 	warns := logged(logs, zapcore.WarnLevel, "source records removed by retention before they were copied")
 	require.Len(t, warns, 1)
 	require.EqualValues(t, 3, warns[0].ContextMap()["lost"])

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,13 @@ type Options struct {
 	// (mm2go_replicator_partition_lag_records); topics with many partitions
 	// multiply the series.
 	PartitionMetrics bool
+
+	// Task and Tasks split the flow: this replicator copies the source
+	// partitions policy.TaskOf gives to task Task of Tasks, and only task 0
+	// syncs topic configs and ACLs. Tasks 0 or 1: it copies every
+	// partition. Under mm2go.copy.fencing = epoch each task fences with a
+	// transactional id of its own.
+	Task, Tasks int
 }
 
 // ConsumerOpts are the options the source client needs on top of the flow's
@@ -137,6 +145,7 @@ func ProducerOpts() []kgo.Opt {
 type Replicator struct {
 	o      Options
 	flow   string
+	task   string // Options.Task, the value of the metrics' task label
 	log    *zap.Logger
 	m      *metrics
 	sel    policy.TopicSelector
@@ -222,6 +231,12 @@ func New(o Options) (*Replicator, error) {
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = 30 * time.Second
 	}
+	if o.Tasks <= 0 {
+		o.Tasks = 1
+	}
+	if o.Task < 0 || o.Task >= o.Tasks {
+		return nil, fmt.Errorf("replicator: task %d of %d", o.Task, o.Tasks)
+	}
 	f := o.Flow
 	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
 	if err != nil {
@@ -230,6 +245,7 @@ func New(o Options) (*Replicator, error) {
 	r := &Replicator{
 		o:    o,
 		flow: f.Name(),
+		task: strconv.Itoa(o.Task),
 		log:  o.Log.With(zap.String("flow", f.Name())),
 		m:    newMetrics(o.Registerer),
 		sel: policy.TopicSelector{
@@ -243,7 +259,10 @@ func New(o Options) (*Replicator, error) {
 		inc:      newIncarnations(),
 		caughtUp: make(chan struct{}, 1),
 	}
-	r.m.touch(r.flow)
+	if o.Tasks > 1 {
+		r.log = r.log.With(zap.Int("task", o.Task))
+	}
+	r.m.touch(r.flow, r.task)
 	if f.EmitOffsetSyncsEnabled {
 		if f.OffsetSyncsTopicLocation == config.LocationTarget {
 			r.syncTopic, r.syncCl = o.Policy.OffsetSyncsTopic(f.Source), o.Target
@@ -312,10 +331,11 @@ func (r *Replicator) Run(ctx context.Context) error {
 		g.Go(func() error { return r.refreshLoop(gctx) })
 	}
 	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
-	if f.SyncTopicConfigsEnabled && f.SyncTopicConfigsInterval > 0 {
+	// Once per flow: on task 0.
+	if f.SyncTopicConfigsEnabled && f.SyncTopicConfigsInterval > 0 && r.o.Task == 0 {
 		g.Go(func() error { return r.configSyncLoop(gctx) })
 	}
-	if f.SyncTopicAclsEnabled && f.SyncTopicAclsInterval > 0 {
+	if f.SyncTopicAclsEnabled && f.SyncTopicAclsInterval > 0 && r.o.Task == 0 {
 		g.Go(func() error { return r.aclSyncLoop(gctx) })
 	}
 	runErr := g.Wait()
@@ -329,6 +349,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err := r.flush(drainCtx); err != nil {
 		r.log.Warn("store final progress", zap.Error(err))
 	}
+	var parts []tp
+	r.eachPartition(func(p *partition) { parts = append(parts, tp{p.topic, p.partition}) })
+	r.m.forgetTask(r.flow, r.task, parts)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
@@ -400,6 +423,11 @@ func (r *Replicator) logStart() {
 		zap.Int("topics", topics),
 		zap.Int("partitions", parts),
 		zap.Int64("backlog_records", backlog))
+}
+
+// owns reports whether this replicator's task copies a source partition.
+func (r *Replicator) owns(topic string, partition int32) bool {
+	return policy.TaskOf(topic, partition, r.o.Tasks) == r.o.Task
 }
 
 func (r *Replicator) eachPartition(fn func(*partition)) {
@@ -722,7 +750,7 @@ func (r *Replicator) retryStalled() {
 	}
 	var assigned int
 	r.eachPartition(func(*partition) { assigned++ })
-	r.m.setPartitions(r.flow, assigned, stalled)
+	r.m.setPartitions(r.flow, r.task, assigned, stalled)
 }
 
 // flushLoop stores progress every offset.flush.interval.ms and refreshes the
@@ -868,10 +896,10 @@ func (r *Replicator) updateLag(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for t, l := range sums {
-		r.m.setLag(r.flow, t, l)
-		r.m.setLagSeconds(r.flow, t, secs[t])
+		r.m.setLag(r.flow, t, r.task, l)
+		r.m.setLagSeconds(r.flow, t, r.task, secs[t])
 	}
-	r.m.setTopics(r.flow, len(topics))
+	r.m.setTopics(r.flow, r.task, len(topics))
 	var backlog int64
 	for _, l := range sums {
 		backlog += l

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -36,6 +35,8 @@ type bed struct {
 	pool *fetchPool
 	// srcOpts are added to the replicator's source client options.
 	srcOpts []kgo.Opt
+	// task and tasks are the task the next replicator started runs.
+	task, tasks int
 }
 
 func newBed(t *testing.T) *bed {
@@ -159,6 +160,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
+		Task: b.task, Tasks: b.tasks,
 	})
 	require.NoError(b.t, err)
 	return r, func() {
@@ -283,30 +285,43 @@ func TestCopiesRecordsFaithfully(t *testing.T) {
 	require.Equal(t, "compact", got["cleanup.policy"])
 	require.Equal(t, "12345", got["retention.ms"])
 
-	require.Equal(t, 350.0, testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_records_total")))
+	require.Equal(t, 350.0, sumOf(t, reg, "mm2go_replicator_records_total", nil))
 }
 
-// collectorSum gathers reg and returns a gauge holding the sum of all
-// series of the named metric.
-func collectorSum(t *testing.T, reg *prometheus.Registry, name string) prometheus.Gauge {
+// sumOf gathers reg and sums the values (counter or gauge) of the series
+// of the named metric whose labels include labels (none: every series).
+func sumOf(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	_, sum := seriesOf(t, reg, name, labels)
+	return sum
+}
+
+// seriesOf gathers reg and counts the series of the named metric whose
+// labels include labels, and sums their values.
+func seriesOf(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (n int, sum float64) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sum"})
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				g.Add(m.Counter.GetValue())
-			case m.Gauge != nil:
-				g.Add(m.Gauge.GetValue())
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
 			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			n++
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
-	return g
+	return n, sum
 }
 
 // TestProgressIsStoredAsMM2StoresIt checks the offsets topic: MM2's key bytes,
@@ -417,7 +432,7 @@ func TestRecordTooLargeStallsAndRecovers(t *testing.T) {
 	// (the source has the default), as MM2's does.
 	stop := b.run(b.flow("sync.topic.configs.enabled = false"), reg)
 	waitFor(t, "partition 1 copied and partition 0 refused", func() bool {
-		return b.endOffset(b.dstAdm, "A.big") >= 1 && testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_errors_total")) >= 2
+		return b.endOffset(b.dstAdm, "A.big") >= 1 && sumOf(t, reg, "mm2go_replicator_errors_total", nil) >= 2
 	})
 	// Retried with backoff, never skipped: the large record stays the
 	// partition's next record.
@@ -594,7 +609,7 @@ func TestProvenanceHeaders(t *testing.T) {
 		{key: "", keyNil: true, value: "local-2", headers: `h="v"/false,mm2go.origin="A"/false`, ts: got[0][2].ts},
 	}, got[0])
 	waitFor(t, "lag 0 although the last records were skipped", func() bool {
-		return testutil.ToFloat64(collectorSum(t, reg, "mm2go_replicator_lag_records")) == 0
+		return sumOf(t, reg, "mm2go_replicator_lag_records", nil) == 0
 	})
 	require.NoError(t, stop())
 	segs, pos := b.offsetMap()

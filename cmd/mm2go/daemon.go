@@ -367,8 +367,12 @@ type daemonMetrics struct {
 	up       *prometheus.GaugeVec
 	restarts *prometheus.CounterVec
 	workers  *prometheus.CounterVec
-	held     *prometheus.GaugeVec
+	tasks    *prometheus.GaugeVec
+	taskDefs *prometheus.GaugeVec
 	lost     *prometheus.CounterVec
+	gen      *prometheus.GaugeVec
+	rebal    *prometheus.CounterVec
+	rebalSec *prometheus.CounterVec
 	reload   prometheus.Gauge
 	reloadTS prometheus.Gauge
 	mu       sync.Mutex
@@ -395,13 +399,29 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "mm2go_flow_worker_restarts_total",
 			Help: "Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
 		}, []string{"flow", "reason"}),
-		held: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mm2go_flow_lease_held",
-			Help: "1 while this instance holds the flow's lease and runs it, 0 while it stands by (another instance of the flow's group runs it) or waits for the group.",
+		tasks: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm2go_flow_tasks",
+			Help: "Tasks of the flow this instance runs (0: it stands by or waits for the flow's group). Summed over instances it is mm2go_flow_tasks_configured when every task runs.",
+		}, []string{"flow"}),
+		taskDefs: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm2go_flow_tasks_configured",
+			Help: "Tasks the flow is split into (partitions of its task topic, created from tasks.max), while this instance is in the flow's group.",
 		}, []string{"flow"}),
 		lost: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_lease_lost_total",
-			Help: "Times this instance lost the flow's lease while running it (revoked, session timed out, or fenced by the next holder).",
+			Name: "mm2go_flow_tasks_lost_total",
+			Help: "Times a task this instance ran was taken from it (revoked in a rebalance, session timed out, or fenced by the next holder).",
+		}, []string{"flow"}),
+		gen: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mm2go_flow_group_generation",
+			Help: "Generation of the flow's group at this instance's last assignment.",
+		}, []string{"flow"}),
+		rebal: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_flow_rebalances_total",
+			Help: "Assignments of the flow's group this instance received (one per rebalance it took part in).",
+		}, []string{"flow"}),
+		rebalSec: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mm2go_flow_rebalance_seconds_total",
+			Help: "Time this instance spent in rebalances stopping the tasks it gave up (the group waits for it).",
 		}, []string{"flow"}),
 		reload: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mm2go_config_last_reload_successful",
@@ -433,6 +453,8 @@ func (m *daemonMetrics) reloaded(ok bool) {
 func (m *daemonMetrics) initFlow(flow string) {
 	m.restarts.WithLabelValues(flow)
 	m.lost.WithLabelValues(flow)
+	m.rebal.WithLabelValues(flow)
+	m.rebalSec.WithLabelValues(flow)
 	for _, w := range []string{"heartbeat", "checkpoint"} {
 		m.workers.WithLabelValues(flow, w)
 	}
@@ -442,7 +464,7 @@ func (m *daemonMetrics) initFlow(flow string) {
 // no alert fires on its last values.
 func (m *daemonMetrics) forgetFlow(flow string) {
 	labels := prometheus.Labels{"flow": flow}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.held, m.lost} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.tasks, m.taskDefs, m.lost, m.gen, m.rebal, m.rebalSec} {
 		v.DeletePartialMatch(labels)
 	}
 	m.mu.Lock()
@@ -471,15 +493,30 @@ func (m *daemonMetrics) workerRestart(flow, worker string) {
 	m.workers.WithLabelValues(flow, worker).Inc()
 }
 
-func (m *daemonMetrics) leaseHeld(flow string, held bool) {
-	v := 0.0
-	if held {
-		v = 1
-	}
-	m.held.WithLabelValues(flow).Set(v)
+// assigned records an assignment of the flow's group.
+func (m *daemonMetrics) assigned(flow string, gen int32) {
+	m.gen.WithLabelValues(flow).Set(float64(gen))
+	m.rebal.WithLabelValues(flow).Inc()
 }
 
-func (m *daemonMetrics) leaseLost(flow string) { m.lost.WithLabelValues(flow).Inc() }
+// running sets how many of the flow's tasks this instance runs.
+func (m *daemonMetrics) running(flow string, n int) { m.tasks.WithLabelValues(flow).Set(float64(n)) }
+
+// inGroup records that the flow's group is joined, the flow split into n
+// tasks, or left (n < 0).
+func (m *daemonMetrics) inGroup(flow string, n int) {
+	if n < 0 {
+		m.taskDefs.DeleteLabelValues(flow)
+		return
+	}
+	m.taskDefs.WithLabelValues(flow).Set(float64(n))
+}
+
+func (m *daemonMetrics) revoked(flow string, took time.Duration) {
+	m.rebalSec.WithLabelValues(flow).Add(took.Seconds())
+}
+
+func (m *daemonMetrics) taskLost(flow string) { m.lost.WithLabelValues(flow).Inc() }
 
 func (m *daemonMetrics) flowRestart(flow string) {
 	m.restarts.WithLabelValues(flow).Inc()

@@ -326,7 +326,7 @@ func TestDaemonReloadForgetsRemovedFlows(t *testing.T) {
 	require.True(t, flows("mm2go_flow_restarts_total")["A->C"])
 
 	require.NoError(t, d.Reload(ctx, parse("A, B", "A->B")))
-	for _, name := range []string{"mm2go_flow_up", "mm2go_flow_restarts_total", "mm2go_flow_worker_restarts_total", "mm2go_flow_lease_lost_total", "mm2go_flow_lease_held"} {
+	for _, name := range []string{"mm2go_flow_up", "mm2go_flow_restarts_total", "mm2go_flow_worker_restarts_total", "mm2go_flow_tasks_lost_total", "mm2go_flow_tasks", "mm2go_flow_tasks_configured", "mm2go_flow_group_generation", "mm2go_flow_rebalances_total", "mm2go_flow_rebalance_seconds_total"} {
 		for f := range flows(name) {
 			require.NotContains(t, f, "C", "%s{flow=%q} after C left the file", name, f)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,11 @@ type flowRunner struct {
 	instanceID string
 	// lease is the flow's current lease, while run has one.
 	lease atomic.Pointer[fence.Lease]
+	// running counts the tasks this process runs.
+	running atomic.Int32
 
-	mu  sync.Mutex
-	rep *replicator.Replicator // current run's replicator, for status displays
+	mu   sync.Mutex
+	reps map[int]*replicator.Replicator // running tasks' replicators, for status displays
 }
 
 // policyFor builds the replication policy a flow's settings name.
@@ -90,11 +93,13 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 	}
 }
 
-// run checks connectivity, then runs the flow while this process holds
-// its lease: every mm2go process with the same file joins the flow's group
-// on the target, one of them runs the flow and the others stand by
-// (internal/fence). It returns nil when ctx ends and an error when the flow
-// failed or this process must stop running it.
+// run checks connectivity, then runs the tasks of the flow this process is
+// given: every mm2go process with the same file joins the flow's group on
+// the target, which spreads the flow's tasks (tasks.max, the partitions of
+// its task topic) over them (internal/fence). It returns nil when ctx ends
+// and an error when a task failed or this process must stop running the
+// flow; every task is stopped first, and the group is left, so that the
+// other members take the tasks over while this one backs off.
 func (fr *flowRunner) run(ctx context.Context) error {
 	f := fr.flow
 	// A wrong password, CA or address fails here, in one line naming the
@@ -104,92 +109,133 @@ func (fr *flowRunner) run(ctx context.Context) error {
 	}
 	fr.m.flowUp(f.Name(), true) // supervise sets it down when run returns
 	if !f.Enabled {
-		return fr.runWorkers(ctx)
+		return fr.runWorkers(ctx, 0, 1)
 	}
-	lease, err := fr.joinLease(ctx)
+	lease, tasks, err := fr.joinLease(ctx)
 	if err != nil {
 		return err
 	}
 	fr.lease.Store(lease)
+	fr.m.inGroup(f.Name(), tasks)
+	rctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
 	defer func() {
+		cancel(nil)
+		wg.Wait()
 		fr.lease.Store(nil)
 		lease.Close()
+		fr.m.inGroup(f.Name(), -1)
 	}()
+	fr.log.Info("joined the flow's group; waiting for tasks (other instances may run them)",
+		zap.String("group", policy.LeaseGroup(f.Source)), zap.String("instance_id", fr.instanceID), zap.Int("tasks", tasks))
 	for {
-		fr.m.leaseHeld(f.Name(), false)
-		fr.log.Info("waiting for the flow's lease; another instance may run the flow",
-			zap.String("group", policy.LeaseGroup(f.Source)), zap.String("instance_id", fr.instanceID))
-		g, err := lease.Wait(ctx)
+		g, err := lease.Wait(rctx)
 		if err != nil {
+			cancel(nil)
+			wg.Wait()
+			if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause // a task failed
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		fr.m.leaseHeld(f.Name(), true)
-		// The workers stop when the process stops or the lease ends.
-		wctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(g.Context(), cancel)
-		err = fr.runWorkers(wctx)
-		stop()
-		cancel()
-		lost := g.Context().Err() != nil && ctx.Err() == nil
-		g.Release()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case lost && (err == nil || fence.Fenced(err)):
-			fr.m.leaseLost(f.Name())
-			continue // another member holds the lease now
-		case err == nil:
-			return errors.New("the flow's workers stopped")
-		default:
-			// Leaving the group (deferred) lets another member run the
-			// flow while this one backs off.
-			return err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fr.runTask(rctx, g, tasks); err != nil {
+				cancel(err)
+			}
+		}()
 	}
 }
 
-// standingBy reports whether another instance runs the flow: this one is
-// in the flow's group without the lease.
+// runTask runs one task of the flow until its grant ends (revoked, or lost
+// with the group session) or ctx ends, and returns an error only when the
+// task failed.
+func (fr *flowRunner) runTask(ctx context.Context, g *fence.Grant, tasks int) error {
+	f := fr.flow
+	defer g.Release()
+	if int(g.Task) >= tasks {
+		return fmt.Errorf("the group assigned task %d, but the flow had %d tasks (partitions of %s on %s) when this instance joined: the topic was altered; rejoining",
+			g.Task, tasks, policy.LeaseTopic(f.Source), f.Target)
+	}
+	fr.m.running(f.Name(), int(fr.running.Add(1)))
+	defer func() { fr.m.running(f.Name(), int(fr.running.Add(-1))) }()
+	// The workers stop when the process stops or the grant ends.
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(g.Context(), cancel)
+	err := fr.runWorkers(wctx, int(g.Task), tasks)
+	stop()
+	cancel()
+	lost := g.Context().Err() != nil && ctx.Err() == nil
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case lost && (err == nil || fence.Fenced(err)):
+		fr.m.taskLost(f.Name())
+		return nil // another member runs it now
+	case err == nil:
+		return fmt.Errorf("task %d: the flow's workers stopped", g.Task)
+	default:
+		return fmt.Errorf("task %d: %w", g.Task, err)
+	}
+}
+
+// standingBy reports whether other instances run the flow: this one is in
+// the flow's group without a task.
 func (fr *flowRunner) standingBy() bool {
 	l := fr.lease.Load()
 	return l != nil && l.Standing()
 }
 
-// joinLease ensures the flow's lease topic on the target and joins its
-// group.
-func (fr *flowRunner) joinLease(ctx context.Context) (*fence.Lease, error) {
+// joinLease ensures the flow's task topic on the target and joins its
+// group. It returns the flow's number of tasks: the topic's partitions,
+// which every instance reads the same way (tasks.max only says how many to
+// create it with).
+func (fr *flowRunner) joinLease(ctx context.Context) (*fence.Lease, int, error) {
 	f := fr.flow
 	adm, err := fr.client(config.RoleTargetAdmin)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer adm.Close()
 	ectx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
-	_, err = itopic.Ensure(ectx, kadm.NewClient(adm), itopic.Spec{
-		Name:              policy.LeaseTopic(f.Source),
-		Partitions:        1,
+	topic := policy.LeaseTopic(f.Source)
+	n, err := itopic.Ensure(ectx, kadm.NewClient(adm), itopic.Spec{
+		Name:              topic,
+		Partitions:        int32(f.TasksMax),
 		ReplicationFactor: f.OffsetStorageReplicationFactor,
 	})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("ensure the lease topic on %s: %w", f.Target, err)
+		return nil, 0, fmt.Errorf("ensure the task topic on %s: %w", f.Target, err)
+	}
+	if int(n) != f.TasksMax {
+		fr.log.Warn("tasks.max differs from the flow's task topic; the topic decides, so that every instance splits the flow the same way. "+
+			"To change the number of tasks stop every instance of the flow, delete the topic, and start them with the new tasks.max",
+			zap.Int("tasks_max", f.TasksMax), zap.String("topic", topic), zap.String("cluster", f.Target), zap.Int32("tasks", n))
 	}
 	id := f.Client(config.RoleTargetConsumer).ID + "-lease"
-	return fence.Join(fence.LeaseOptions{
+	l, err := fence.Join(fence.LeaseOptions{
 		Client: func(opts ...kgo.Opt) (*kgo.Client, error) {
 			return fr.client(config.RoleTargetConsumer, append(opts, kgo.ClientID(id))...)
 		},
 		Group:      policy.LeaseGroup(f.Source),
-		Topic:      policy.LeaseTopic(f.Source),
+		Topic:      topic,
 		Session:    leaseSession,
 		Heartbeat:  leaseHeartbeat,
 		Rebalance:  max(leaseRebalance, fr.drainTimeout+5*time.Second),
 		InstanceID: fr.instanceID,
-		Log:        fr.log.Named("lease"),
+		OnAssigned: func(gen int32, tasks []int32) {
+			fr.m.assigned(f.Name(), gen)
+			fr.log.Info("flow's group assigned tasks", zap.Int32("generation", gen), zap.Int32s("tasks_here", tasks))
+		},
+		OnRevoked: func(took time.Duration) { fr.m.revoked(f.Name(), took) },
+		Log:       fr.log.Named("lease"),
 	})
+	return l, int(n), err
 }
 
 // The lease group's timing: Kafka Connect's worker defaults
@@ -201,10 +247,12 @@ const (
 	leaseRebalance = time.Minute
 )
 
-// runWorkers creates the flow's clients, runs its workers until ctx is
-// cancelled or one fails, and closes the clients in reverse order of
-// creation.
-func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
+// runWorkers creates the clients of one task of the flow, runs its workers
+// until ctx is cancelled or one fails, and closes the clients in reverse
+// order of creation. Task 0 runs, besides its share of the replication,
+// what runs once per flow: checkpoints, group-offset sync, heartbeats,
+// topic-config and ACL sync.
+func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err error) {
 	f := fr.flow
 	var closers []func()
 	defer func() {
@@ -212,8 +260,14 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 			c()
 		}
 	}()
+	// Two tasks of a flow in one process need clients of their own ids
+	// (kprom labels series by client id): task n of several adds "-n".
+	suffix := ""
+	if tasks > 1 {
+		suffix = "-" + strconv.Itoa(task)
+	}
 	newClient := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
-		cl, err := fr.client(r, extra...)
+		cl, err := fr.client(r, append([]kgo.Opt{kgo.ClientID(f.Client(r).ID + suffix)}, extra...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -264,7 +318,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 	// Reads source records after a crash to find what the target already
 	// holds; it keeps the source consumer's isolation level.
 	srcReader, err := newClient(config.RoleSourceConsumer, kgo.KeepControlRecords(),
-		kgo.ClientID(f.Client(config.RoleSourceConsumer).ID+"-reader"))
+		kgo.ClientID(f.Client(config.RoleSourceConsumer).ID+suffix+"-reader"))
 	if err != nil {
 		return err
 	}
@@ -290,16 +344,21 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 		DrainTimeout:     fr.drainTimeout,
 		PartitionMetrics: fr.partitionMetrics,
 		ProgressInterval: fr.progressInterval,
+		Task:             task,
+		Tasks:            tasks,
 	})
 	if err != nil {
 		return err
 	}
 	fr.mu.Lock()
-	fr.rep = rep
+	if fr.reps == nil {
+		fr.reps = make(map[int]*replicator.Replicator)
+	}
+	fr.reps[task] = rep
 	fr.mu.Unlock()
 	defer func() {
 		fr.mu.Lock()
-		fr.rep = nil
+		delete(fr.reps, task)
 		fr.mu.Unlock()
 	}()
 
@@ -312,7 +371,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 	})
 	// MM2 runs no checkpoint connector without offset syncs; mm2go does not
 	// need them to translate, but keeps MM2's switches.
-	if f.EmitCheckpointsEnabled && f.EmitOffsetSyncsEnabled {
+	if f.EmitCheckpointsEnabled && f.EmitOffsetSyncsEnabled && task == 0 {
 		g.Go(func() error {
 			fr.retry(gctx, "checkpoint", func(ctx context.Context) error {
 				return fr.runCheckpoints(ctx, dst, kadm.NewClient(srcAdmin), kadm.NewClient(dstAdmin))
@@ -320,7 +379,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 			return gctx.Err()
 		})
 	}
-	if f.EmitHeartbeatsEnabled {
+	if f.EmitHeartbeatsEnabled && task == 0 {
 		hb, err := fr.newHeartbeat(dst, kadm.NewClient(dstAdmin))
 		if err != nil {
 			return err
@@ -337,14 +396,20 @@ func (fr *flowRunner) runWorkers(ctx context.Context) (err error) {
 	return err
 }
 
-// stats returns the current replicator's summary, if it is running.
+// stats returns the summary of the flow's tasks running here, if one is.
+// A topic split over several tasks counts once per task.
 func (fr *flowRunner) stats() (replicator.Stats, bool) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
-	if fr.rep == nil {
-		return replicator.Stats{}, false
+	var sum replicator.Stats
+	for _, rep := range fr.reps {
+		s := rep.Stats()
+		sum.Topics += s.Topics
+		sum.Partitions += s.Partitions
+		sum.Stalled += s.Stalled
+		sum.Lag += s.Lag
 	}
-	return fr.rep.Stats(), true
+	return sum, len(fr.reps) > 0
 }
 
 func (fr *flowRunner) newHeartbeat(producer *kgo.Client, adm *kadm.Client) (*heartbeat.Emitter, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,17 +11,20 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/policy"
 )
 
-// TestStatus runs `mm2go status` on a flow nobody runs, then on one with
-// two instances in its lease group.
+// TestStatus runs `mm2go status` on a flow nobody runs, then on one of two
+// tasks with two instances in its group, then after they left.
 func TestStatus(t *testing.T) {
 	src, dst := newCluster(t), newCluster(t)
-	createTopics(t, dst, policy.LeaseTopic("A"))
+	createTopicsN(t, dst, 2, policy.LeaseTopic("A"))
+	createTopicsN(t, src, 4, "orders")
 	file := filepath.Join(t.TempDir(), "mm2.properties")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Join([]string{
 		"clusters = A, B",
@@ -28,16 +32,19 @@ func TestStatus(t *testing.T) {
 		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
 		"A->B.enabled = true",
 	}, "\n")+"\n"), 0o600))
-	status := func() (int, string) {
+	status := func(args ...string) (int, string) {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"status", "-c", file}, &stdout, &stderr)
+		code := run(append([]string{"status", "-c", file}, args...), &stdout, &stderr)
 		return code, stdout.String() + stderr.String()
 	}
 
 	code, out := status()
 	require.Equal(t, exitFailure, code, out)
-	require.Contains(t, out, "flow A->B: NOT RUNNING: no instance ever joined the lease group A-mm2go on B")
+	require.Contains(t, out, "flow A->B: NOT RUNNING: no instance ever joined the group A-mm2go on B")
 
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// An instance runs every task it is given until its grant ends.
 	join := func(id string) *fence.Lease {
 		l, err := fence.Join(fence.LeaseOptions{
 			Client: func(opts ...kgo.Opt) (*kgo.Client, error) {
@@ -48,24 +55,49 @@ func TestStatus(t *testing.T) {
 			InstanceID: id,
 		})
 		require.NoError(t, err)
-		t.Cleanup(l.Close)
+		go func() {
+			for {
+				g, err := l.Wait(ctx)
+				if err != nil {
+					return
+				}
+				context.AfterFunc(g.Context(), g.Release)
+			}
+		}()
 		return l
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	g, err := join("host-1").Wait(ctx)
-	require.NoError(t, err)
-	defer g.Release()
-	standby := join("host-2")
-	require.Eventually(t, standby.Standing, 30*time.Second, 50*time.Millisecond)
+	a := join("host-1")
+	b := join("host-2")
 
 	require.Eventually(t, func() bool {
-		code, out = status()
-		return code == exitOK && strings.Contains(out, "2 instance(s)")
+		code, out = status("--partitions")
+		return code == exitOK && strings.Contains(out, "on 2 instance(s)")
 	}, 30*time.Second, 100*time.Millisecond, out)
-	require.Contains(t, out, "flow A->B: running on host-1; lease group A-mm2go on B (Stable), 2 instance(s)")
+	require.Contains(t, out, "flow A->B: 2 of 2 task(s) running on 2 instance(s); group A-mm2go on B (Stable), 2 member(s)")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 4, out)
-	require.Regexp(t, `^  host-1 +runs the flow `, lines[2])
-	require.Regexp(t, `^  host-2 +standby `, lines[3])
+	require.Len(t, lines, 6, out)
+	require.Regexp(t, `^  INSTANCE +TASKS +PARTITIONS +HOST +CLIENT`, lines[1])
+	// orders' 4 partitions are dealt round robin over the 2 tasks.
+	require.Regexp(t, `^  host-[12] +0 +2 `, lines[2])
+	require.Regexp(t, `^  host-[12] +1 +2 `, lines[3])
+	first := policy.TaskOf("orders", 0, 2)
+	require.Contains(t, out, fmt.Sprintf("task %d: orders[0,2]", first))
+	require.Contains(t, out, fmt.Sprintf("task %d: orders[1,3]", 1-first))
+
+	a.Close()
+	b.Close()
+	require.Eventually(t, func() bool {
+		code, out = status()
+		return code == exitFailure && strings.Contains(out, "run nowhere")
+	}, 30*time.Second, 100*time.Millisecond, out)
+	require.Contains(t, out, "flow A->B: NOT RUNNING: task(s) 0,1 run nowhere (0 of 2 running); group A-mm2go on B (Empty), 0 member(s)")
+}
+
+func createTopicsN(t *testing.T, c *kfake.Cluster, partitions int32, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopics(context.Background(), partitions, 1, nil, topics...)
+	require.NoError(t, err)
 }

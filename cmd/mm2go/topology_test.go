@@ -2,26 +2,19 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // createTopics creates one-partition topics on c.
 func createTopics(t *testing.T, c *kfake.Cluster, topics ...string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	require.NoError(t, err)
-	defer cl.Close()
-	_, err = kadm.NewClient(cl).CreateTopics(context.Background(), 1, 1, nil, topics...)
-	require.NoError(t, err)
+	createTopicsN(t, c, 1, topics...)
 }
 
 // TestTopology runs `mm2go topology` on a chain A->B->C of kfake clusters

@@ -2,6 +2,9 @@ package fence
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,13 +35,20 @@ func joinAs(t *testing.T, seeds []string, group, topic, instance string) *Lease 
 
 func leaseCluster(t *testing.T) []string {
 	t.Helper()
+	return taskCluster(t, 1)
+}
+
+// taskCluster starts a cluster with the task topic "lease" of tasks
+// partitions.
+func taskCluster(t *testing.T, tasks int32) []string {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	require.NoError(t, err)
 	defer cl.Close()
-	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, "lease")
+	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), tasks, 1, nil, "lease")
 	require.NoError(t, err)
 	return c.ListenAddrs()
 }
@@ -154,4 +164,97 @@ func TestLeaseOneHolderAtATime(t *testing.T) {
 	defer gb.Release() // before b.Close, which waits for it
 	require.NoError(t, gb.Context().Err())
 	require.Greater(t, gb.Generation, ga.Generation)
+}
+
+// TestLeaseSpreadsTasks: three tasks over two members: each task runs on
+// exactly one member, both members run some; when one leaves, the other
+// gets its tasks only after it released them, and keeps its own (the
+// cooperative protocol moves only what must move).
+func TestLeaseSpreadsTasks(t *testing.T) {
+	seeds := taskCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A member runs each task it is given until its grant ends, then takes
+	// a while to stop (a task draining; longer than the group takes to
+	// assign a task again) and releases it.
+	const drain = 1500 * time.Millisecond
+	type member struct {
+		mu       sync.Mutex
+		running  map[int32]*Grant
+		gotAt    map[int32]time.Time // when each task was last given
+		released time.Time           // when a grant was last released
+	}
+	run := func(l *Lease, m *member) {
+		for {
+			g, err := l.Wait(ctx)
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			m.running[g.Task], m.gotAt[g.Task] = g, time.Now()
+			m.mu.Unlock()
+			go func() {
+				<-g.Context().Done()
+				time.Sleep(drain)
+				m.mu.Lock()
+				if m.running[g.Task] == g {
+					delete(m.running, g.Task)
+				}
+				m.released = time.Now()
+				m.mu.Unlock()
+				g.Release()
+			}()
+		}
+	}
+	tasks := func(m *member) []int32 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []int32
+		for task, g := range m.running {
+			if g.Context().Err() == nil {
+				out = append(out, task)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	newMember := func() *member {
+		return &member{running: map[int32]*Grant{}, gotAt: map[int32]time.Time{}}
+	}
+	a, b := joinTest(t, seeds, "g", "lease"), joinTest(t, seeds, "g", "lease")
+	defer b.Close()
+	ma, mb := newMember(), newMember()
+	go run(a, ma)
+	go run(b, mb)
+	require.Eventually(t, func() bool {
+		ta, tb := tasks(ma), tasks(mb)
+		return len(ta) > 0 && len(tb) > 0 && len(ta)+len(tb) == 3 &&
+			!slices.ContainsFunc(ta, func(x int32) bool { return slices.Contains(tb, x) })
+	}, 30*time.Second, 20*time.Millisecond, "tasks spread over both members")
+	movedAway := tasks(ma)
+	kept := make(map[int32]*Grant)
+	mb.mu.Lock()
+	maps.Copy(kept, mb.running)
+	mb.mu.Unlock()
+
+	a.Close() // a's grants end; a releases them after drain
+	require.Eventually(t, func() bool { return len(tasks(mb)) == 3 }, 30*time.Second, 20*time.Millisecond, "b runs every task")
+	require.Eventually(t, func() bool {
+		ma.mu.Lock()
+		defer ma.mu.Unlock()
+		return len(ma.running) == 0
+	}, 10*time.Second, 20*time.Millisecond, "a released its tasks")
+	ma.mu.Lock()
+	releasedAt := ma.released
+	ma.mu.Unlock()
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	for _, task := range movedAway {
+		require.Truef(t, mb.gotAt[task].After(releasedAt), "b got task %d %s before a released it", task, releasedAt.Sub(mb.gotAt[task]))
+	}
+	for task, g := range kept {
+		require.Same(t, g, mb.running[task], "b's own task %d was revoked and assigned again", task)
+		require.NoError(t, g.Context().Err())
+	}
 }

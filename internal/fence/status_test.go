@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestDescribe: the status of a lease group names its members by instance
-// id and the one holding the lease first.
+// TestDescribe: the status of a flow's group names its members by instance
+// id, the one running the task first, and the tasks nobody runs.
 func TestDescribe(t *testing.T) {
 	seeds := leaseCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -24,8 +24,8 @@ func TestDescribe(t *testing.T) {
 	st, err := Describe(ctx, adm, "g", "lease")
 	require.NoError(t, err)
 	require.Empty(t, st.State, "no instance ever ran the flow")
-	_, ok := st.Holder()
-	require.False(t, ok)
+	require.Equal(t, 1, st.Tasks)
+	require.Equal(t, []int32{0}, st.Unowned())
 
 	a := joinAs(t, seeds, "g", "lease", "host-b")
 	defer a.Close()
@@ -40,9 +40,9 @@ func TestDescribe(t *testing.T) {
 		st, err = Describe(ctx, adm, "g", "lease")
 		return err == nil && st.State == "Stable" && len(st.Members) == 2
 	}, 30*time.Second, 50*time.Millisecond)
-	h, ok := st.Holder()
-	require.True(t, ok)
-	require.Equal(t, "host-b", h.InstanceID, "the first member holds the lease")
+	require.Equal(t, "host-b", st.Members[0].InstanceID, "the first member runs the task")
+	require.Equal(t, []int32{0}, st.Members[0].Tasks)
 	require.Equal(t, "host-a", st.Members[1].InstanceID)
-	require.False(t, st.Members[1].Holds)
+	require.Empty(t, st.Members[1].Tasks)
+	require.Empty(t, st.Unowned())
 }
