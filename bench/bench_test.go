@@ -296,3 +296,21 @@ func TestDirSize(t *testing.T) {
 	write("backlog-x-0/00000000000000000000.log", 7000)             // another topic
 	require.Equal(t, int64(110), dirSize(dir, "backlog-"))
 }
+
+// TestScaleSection: the scale table has one line per instance count, the
+// rate relative to one instance, the cores used and allowed, and the
+// brokers' cores.
+func TestScaleSection(t *testing.T) {
+	rows := []*summaryRow{
+		{name: "mm2go", wall: 10, mbps: 100},
+		{name: scaleName(1), wall: 20, mbps: 50, cpu: 5, brokers: 10},
+		{name: scaleName(2), wall: 10, mbps: 100, cpu: 5, brokers: 10},
+		{name: scaleName(3), wall: 8, mbps: 125, cpu: 6, brokers: 12},
+	}
+	got := scaleSection(rows, 3, 6, 0.25)
+	require.Contains(t, got, "`tasks.max = 6`, each in a cgroup of 0.25 CPU")
+	require.Contains(t, got, "| 1 | 20.0 | 50.0 | 1.00 | 0.25 | 0.25 | 0.50 |")
+	require.Contains(t, got, "| 2 | 10.0 | 100.0 | 2.00 | 0.50 | 0.50 | 1.00 |")
+	require.Contains(t, got, "| 3 | 8.0 | 125.0 | 2.50 | 0.75 | 0.75 | 1.50 |")
+	require.Empty(t, scaleSection(rows[:1], 3, 6, 0.25), "no scale runs, no table")
+}

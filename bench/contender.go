@@ -32,6 +32,10 @@ type contender struct {
 	args []string
 	// about says what the profile is, for the report.
 	about string
+	// instances is how many mm2go processes run on the same file (scale
+	// phase; 0 or 1: one), each in a cgroup of cpuQuota CPUs when > 0.
+	instances int
+	cpuQuota  float64
 }
 
 // Names of the contenders.

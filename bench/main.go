@@ -83,6 +83,9 @@ type options struct {
 	backlogTopic     string
 	sampleEvery      time.Duration
 	reuseClusters    bool
+	scaleInstances   int
+	scaleTasks       int
+	scaleCPU         float64
 }
 
 // Defaults of the tuned profiles; see bench/README.md for how they were
@@ -113,7 +116,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.latRate, "latency-rate", 10_000, "records per second in the latency phase")
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
-	phases := fs.String("phases", "backlog,latency", "phases to run")
+	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget)")
 	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-batches,mm2go-batches-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
@@ -140,6 +143,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.pprofAddr, "mm2go-pprof", "", "with -perf-record: also build an mm2go with net/http/pprof on this address for the profile runs, and save heap profiles")
 	fs.StringVar(&o.backlogTopic, "backlog-topic", "backlog", "name of the backlog topic on the source")
 	fs.DurationVar(&o.sampleEvery, "sample-every", 250*time.Millisecond, "RSS/CPU sampling interval of a contender")
+	fs.IntVar(&o.scaleInstances, "scale-instances", 3, "scale phase: runs with 1 to this many mm2go instances on one file")
+	fs.IntVar(&o.scaleTasks, "scale-tasks", 6, "scale phase: tasks.max of the flow")
+	fs.Float64Var(&o.scaleCPU, "scale-cpu", 0.25, "scale phase: CPUs each instance may use (a cgroup quota; needs root)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -321,6 +327,18 @@ func benchmark(ctx context.Context, o *options) (err error) {
 				if b.wants(n) {
 					b.record(b.perfTool(ctx, n, round))
 				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		}
+	}
+	if b.phase("scale") {
+		scale := scaleContenders(o.scaleInstances, o.scaleTasks, o.scaleCPU)
+		b.reps = append(b.reps, scale...)
+		for round := 1; round <= o.rounds; round++ {
+			for _, c := range scale {
+				b.record(b.replicate(ctx, c, round, false))
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}

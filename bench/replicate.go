@@ -94,7 +94,12 @@ type proc struct {
 
 // startProc starts cmd with its output in dir/process.log.
 func startProc(cmd *exec.Cmd, dir string) (*proc, error) {
-	f, err := os.Create(filepath.Join(dir, "process.log"))
+	return startProcLog(cmd, filepath.Join(dir, "process.log"))
+}
+
+// startProcLog starts cmd with its output in the file log.
+func startProcLog(cmd *exec.Cmd, log string) (*proc, error) {
+	f, err := os.Create(log)
 	if err != nil {
 		return nil, fmt.Errorf("create process log: %w", err)
 	}
@@ -201,8 +206,11 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 	l := launch{src: "s" + id, dst: "t" + id, topic: b.src.name, pprof: profile}
 	l.remote = l.src + "." + l.topic
 	phase := "backlog"
-	if profile {
+	switch {
+	case profile:
 		phase = "profile"
+	case c.instances > 0:
+		phase = "scale"
 	}
 	res = runResult{Phase: phase, Contender: c.name, Round: round, Records: b.src.records, Bytes: b.src.bytes}
 	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, c.name, round, id))
@@ -214,7 +222,7 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		res.Err = err.Error()
 		return res
 	}
-	cmd, err := b.command(ctx, c, l)
+	cmds, err := b.commands(ctx, c, l)
 	if err != nil {
 		res.Err = err.Error()
 		return res
@@ -230,7 +238,7 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 	res.LoadBefore = loadAvg()
 	srcCPU0, dstCPU0 := b.brokerCPU()
 	res.Start = time.Now()
-	p, err := startProc(cmd, l.dir)
+	ps, err := startSet(cmds, l.dir, c.cpuQuota, "mm2go-bench-"+id)
 	if err != nil {
 		res.Err = err.Error()
 		return res
@@ -241,19 +249,20 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 			return
 		}
 		stopped = true
-		took, killed := p.stop(b.o.stopTimeout)
+		took, killed, exitErr := ps.stop(b.o.stopTimeout)
 		switch {
 		case killed:
 			res.Note += fmt.Sprintf(" killed after %s", b.o.stopTimeout)
-		case p.err != nil && c.kind != kindMM2:
+		case exitErr != nil && c.kind != kindMM2:
 			// A JVM stopped by SIGTERM exits 143; mm2go and the copy loop exit 0.
-			res.Note += fmt.Sprintf(" exit: %v", p.err)
+			res.Note += fmt.Sprintf(" exit: %v", exitErr)
 		}
 		b.logf("%s stopped in %.1fs", c.name, took.Seconds())
 	}
 	defer stop()
 	var perfRec *exec.Cmd
 	if profile {
+		p := ps.ps[0]
 		perfRec = exec.Command("perf", "record", "-F", "499", "-g", "-o", filepath.Join(l.dir, "perf.data"), "-p", fmt.Sprint(p.pid()))
 		perfRec.Stdout, perfRec.Stderr = p.log, p.log
 		if err := perfRec.Start(); err != nil {
@@ -268,7 +277,7 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 	var pr progress
 	for {
 		now := time.Now()
-		if p.exited() {
+		if p := ps.exited(); p != nil {
 			res.Err = fmt.Sprintf("process exited early (%v); log tail:\n%s", p.err, b.logTail(l.dir))
 			return res
 		}
@@ -293,7 +302,7 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		}
 		if err == nil && pr.complete {
 			res.Wall = at.Sub(res.Start)
-			s, err := readProc(p.pid(), b.ticks)
+			s, err := ps.sample(b.ticks)
 			if err != nil {
 				res.Err = err.Error()
 				return res
@@ -304,7 +313,7 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		}
 		if at.Sub(lastSample) >= b.o.sampleEvery {
 			lastSample = at
-			if s, err := readProc(p.pid(), b.ticks); err == nil {
+			if s, err := ps.sample(b.ticks); err == nil {
 				fmt.Fprintf(samples, "%d,%d,%d,%d\n", at.Sub(res.Start).Milliseconds(), pr.copied, s.RSS, s.CPU.Milliseconds())
 				if !quarterDone && pr.copied*4 >= b.src.records {
 					quarterDone, res.RSSQuarter = true, s.RSS

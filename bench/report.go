@@ -287,6 +287,9 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	}
 	s.WriteString("\n")
 	s.WriteString(b.targets(rows))
+	if b.phase("scale") {
+		s.WriteString(scaleSection(rows, o.scaleInstances, o.scaleTasks, o.scaleCPU))
+	}
 	s.WriteString("\nContenders:\n\n")
 	for _, c := range b.reps {
 		if b.wants(c.name) {

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/mm2go/mm2go/policy"
 )
@@ -91,6 +92,12 @@ type partitionIndex struct {
 	coarse  []point // thinned history and imported syncs, sorted, all below segs[0].from
 	pos     *policy.Position
 	thinned bool
+	// markers are the gaps between segments (downstream [from, to)) read
+	// and found to hold only control records: the abort markers a fencing
+	// writer puts into the remote partitions when it starts. Not foreign.
+	markers map[[2]int64]bool
+	// unreadable are the gaps whose last reading failed, and when.
+	unreadable map[[2]int64]time.Time
 }
 
 // put adds or replaces the segment starting at s.from.
@@ -352,7 +359,8 @@ func (x *Index) Translate(tp TopicPartition, upstream int64) (Translation, bool)
 // record another producer wrote into the remote partition between two
 // copies (identity policy, producers switched before replication
 // finished). A consumer that resumes at a translation above such records
-// never reads them.
+// never reads them. Gaps found to hold only control records (ClassifyGaps)
+// are not foreign; gaps not read yet are.
 func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -368,9 +376,64 @@ func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
 		if start >= below {
 			return 0, false
 		}
+		if p.markers[[2]int64{start, end}] {
+			continue
+		}
 		return max(start, from), true
 	}
 	return 0, false
+}
+
+// gapRetry is how long a gap whose reading failed is left alone.
+const gapRetry = time.Minute
+
+// unreadGaps returns, per partition, the gaps between its segments not
+// classified yet, leaving out those whose reading failed less than
+// gapRetry before now.
+func (x *Index) unreadGaps(now time.Time) map[TopicPartition][][2]int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[TopicPartition][][2]int64)
+	for tp, p := range x.parts {
+		for i := 0; i+1 < len(p.segs); i++ {
+			g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
+			if g[1] <= g[0] || p.markers[g] {
+				continue
+			}
+			if at, ok := p.unreadable[g]; ok && now.Sub(at) < gapRetry {
+				continue
+			}
+			out[tp] = append(out[tp], g)
+		}
+	}
+	return out
+}
+
+// classified records what reading the gap g of tp found: only control
+// records (control), other records, or nothing because it failed (failed,
+// at now).
+func (x *Index) classified(tp TopicPartition, g [2]int64, control, failed bool, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	p := x.parts[tp]
+	if p == nil {
+		return
+	}
+	switch {
+	case failed:
+		if p.unreadable == nil {
+			p.unreadable = make(map[[2]int64]time.Time)
+		}
+		p.unreadable[g] = now
+	case control:
+		if p.markers == nil {
+			p.markers = make(map[[2]int64]bool)
+		}
+		p.markers[g] = true
+		delete(p.unreadable, g)
+	default:
+		delete(p.unreadable, g)
+	}
 }
 
 // Position returns where copying of tp stands, if known.

@@ -3,11 +3,14 @@ package checkpoint
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -57,4 +60,79 @@ func TestOverlapLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Overlaps, 1)
 	require.Equal(t, []int64{20}, committed(t, b.dstAdm, "fresh", "t", 1))
+}
+
+// TestFenceMarkersAreNotForeign: a writer that fences older ones
+// (mm2go.copy.fencing = epoch) puts an abort marker into the remote
+// partition when it starts, a gap between replicated records that holds no
+// record. Copies of 0..19 are at 0..19, the marker at 20, copies of 20..29
+// at 21..30; the group committed 30 on the source. Sync, apply and the
+// failover check use the translation (31) once the gap was read: lowering
+// to 20 would deliver the copies at 21..30 twice.
+func TestFenceMarkersAreNotForeign(t *testing.T) {
+	b := newBed(t)
+	f := b.flow("topics = t")
+	createTopic(t, b.src, "t", 1)
+	createTopic(t, b.dst, "A.t", 1)
+	b.produceSource("t", 0, 30)
+	ctx := context.Background()
+	dst := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	copies := func(n int) {
+		var rs []*kgo.Record
+		for range n {
+			rs = append(rs, &kgo.Record{Topic: "A.t", Value: []byte("copy")})
+		}
+		require.NoError(t, dst.ProduceSync(ctx, rs...).FirstErr())
+	}
+	copies(20)
+	_, err := fence.Acquire(ctx, b.client(b.dst), "A-mm2go-A->B-0", time.Minute, map[string][]int32{"A.t": {0}})
+	require.NoError(t, err)
+	copies(10)
+	ends, err := b.dstAdm.ListEndOffsets(ctx, "A.t")
+	require.NoError(t, err)
+	end, _ := ends.Lookup("A.t", 0)
+	require.Equal(t, int64(31), end.Offset, "20 copies, the marker, 10 copies")
+	b.writeMap(mseg("t", 0, 0, 19, 0), mseg("t", 0, 20, 29, 21), mpos("t", 0, 30, 31))
+	commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 30}, "")
+
+	// Unread, the gap counts as another producer's record.
+	reader := b.client(b.dst, itopic.ReaderOpts()...)
+	idx, err := LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	require.NoError(t, err)
+	tp := TopicPartition{"t", 0}
+	at, foreign := idx.ForeignRun(tp, 0, 31)
+	require.True(t, foreign)
+	require.Equal(t, int64(20), at)
+	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))
+	_, foreign = idx.ForeignRun(tp, 0, 31)
+	require.False(t, foreign, "the marker is not a record")
+
+	c := b.emitted(f, prometheus.NewRegistry(), nil)
+	c.sync(ctx)
+	require.Equal(t, []int64{31}, committed(t, b.dstAdm, "g", "A.t", 1))
+	require.Zero(t, testutil.ToFloat64(c.m.translations.WithLabelValues("A->B", "overlap")))
+
+	sel := selector(t, f)
+	rep, err := Check(ctx, b.srcAdm, b.dstAdm, idx, sel, "A", []string{"g"}, CheckOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.Safe(), rep.Failures())
+
+	offs, err := Translate(ctx, b.srcAdm, idx, sel, "A", "g", "")
+	require.NoError(t, err)
+	res, err := Apply(ctx, b.dstAdm, "fresh", offs, ApplyOptions{Policy: sel.Policy, Source: "A", Index: idx})
+	require.NoError(t, err)
+	require.Empty(t, res.Overlaps)
+	require.Equal(t, []int64{31}, committed(t, b.dstAdm, "fresh", "A.t", 1))
+
+	// A record of another producer in a gap stays foreign.
+	copies(1) // at 31: not a copy
+	copies(5) // copies of 30..34 at 32..36
+	b.produceSource("t", 0, 5)
+	b.writeMap(mseg("t", 0, 30, 34, 32))
+	idx, err = LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	require.NoError(t, err)
+	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))
+	at, foreign = idx.ForeignRun(tp, 0, 37)
+	require.True(t, foreign)
+	require.Equal(t, int64(31), at)
 }

@@ -228,6 +228,9 @@ func (c *Checkpointer) guard(ctx context.Context) { c.round(ctx, false) }
 // round is one round of the exact sync; without full it stops after the
 // groups that got members were cleaned up.
 func (c *Checkpointer) round(ctx context.Context, full bool) {
+	if full {
+		c.classifyGaps(ctx)
+	}
 	actx, cancel := context.WithTimeout(ctx, c.o.Flow.AdminTimeout)
 	defer cancel()
 	listed, err := c.o.SourceAdmin.ListGroups(actx)

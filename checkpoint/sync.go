@@ -26,6 +26,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
+	c.classifyGaps(ctx)
 
 	actx, cancel := context.WithTimeout(ctx, c.o.Flow.AdminTimeout)
 	defer cancel()
@@ -166,6 +167,21 @@ func remoteTopicsOf(cps []policy.Checkpoint) []string {
 
 // warnOverlap logs, once per group, partition and offset, that a group's
 // offset was moved back to another producer's records (ModeOverlap).
+// classifyGaps reads the gaps between replicated records on the target that
+// the index has not read yet (Index.ClassifyGaps), before offsets are
+// planned: a fencing writer's abort markers are not other producers'
+// records. It uses the checkpoints reader, idle after start; the sync and
+// the watch run after start, one of them.
+func (c *Checkpointer) classifyGaps(ctx context.Context) {
+	err := c.idx.ClassifyGaps(ctx, c.o.CheckpointReader, func(t string) string {
+		return c.o.Policy.FormatRemoteTopic(c.o.Flow.Source, t)
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("read gaps between replicated records on the target; until read, a gap counts as other producers' records and a group's offset is not synced past it; tried again in a minute",
+			zap.Error(err))
+	}
+}
+
 func (c *Checkpointer) warnOverlap(group string, cp policy.Checkpoint, to int64) {
 	key := overlapKey{group, cp.Topic, cp.Partition, to}
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // The failover tests drive the seed scenario with three actors: a producer
@@ -55,6 +59,7 @@ func flowConfig(e *env, name, from, to string, extra ...string) string {
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
 		copyModeLine(),
+		fencingLine(),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		from + "->" + to + ".enabled = true",
@@ -165,6 +170,67 @@ func endsOf(t *testing.T, adm *kadm.Client, alias string, topics ...string) map[
 	out, err := tryEndsOf(adm, alias, topics...)
 	require.NoError(t, err)
 	return out
+}
+
+// dataEnds lowers each end offset past the control records that end its
+// partition (the abort markers a fencing writer puts into the remote
+// partitions when it starts) to one past the partition's last record: a
+// consumer that read everything got that far.
+func dataEnds(t *testing.T, adm *kadm.Client, ends map[partKey]int64) map[partKey]int64 {
+	t.Helper()
+	const tail = 16
+	ranges := make(map[string]map[int32]itopic.Range)
+	for k, e := range ends {
+		if e > 0 {
+			if ranges[k.topic] == nil {
+				ranges[k.topic] = make(map[int32]itopic.Range)
+			}
+			ranges[k.topic][k.part] = itopic.Range{From: max(0, e-tail), To: e}
+		}
+	}
+	out := maps.Clone(ends)
+	if len(ranges) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seeds, err := ktest.Seeds(ctx, adm)
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, itopic.ReaderOpts()...)...)
+	require.NoError(t, err)
+	defer cl.Close()
+	last := make(map[partKey]int64)
+	var alias string
+	for k := range ends {
+		alias = k.alias
+	}
+	require.NoError(t, itopic.ReadRanges(ctx, cl, ranges, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() {
+			last[partKey{alias, r.Topic, r.Partition}] = r.Offset + 1
+		}
+		return true
+	}))
+	for k, e := range ends {
+		if l, ok := last[k]; ok {
+			out[k] = l
+		} else if e > 0 {
+			out[k] = max(0, e-tail) // only control records at the end
+		}
+	}
+	return out
+}
+
+// records counts the records of topic, transaction and abort markers left
+// out (see ktest.Records); -1 when they cannot be counted.
+func records(t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := ktest.Records(ctx, adm, topic)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // tryEndsOf is endsOf returning the first error.

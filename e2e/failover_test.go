@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -23,9 +25,10 @@ type variant struct {
 	w        workload
 	txn      bool // transactional producers (on both clusters)
 	restart  bool // SIGKILL and restart mm2go between the last commit on the source and the switch
-	// takeover runs two more mm2go processes (other instance ids) that
-	// stand by; the one running the flow is SIGKILLed between the last
-	// commit on the source and the switch, and one of them takes over.
+	// takeover splits the flow into three tasks and runs two more mm2go
+	// processes (other instance ids) before the switch, one task each; the
+	// one running task 0 is SIGKILLed between the last commit on the source
+	// and the switch, and another takes its task over.
 	takeover bool
 	backlog  int  // the group leaves the source this many records behind
 	compact  bool // wait for the source's cleaner before mm2go starts
@@ -78,6 +81,9 @@ func newFailover(t *testing.T, v variant) *failover {
 		f.remote = f.topic
 		extra = append(extra, "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
 	}
+	if v.takeover {
+		extra = append(extra, "tasks.max = 3")
+	}
 	e.createTopic(f.topic, 6, v.configs)
 	f.cfg = flowConfig(e, "forward.properties", e.src, e.dst, extra...)
 	f.cfgs = map[[2]string]string{{e.src, e.dst}: f.cfg}
@@ -107,7 +113,11 @@ func (f *failover) run() {
 		})
 	}
 	f.startEnds = endsOf(t, e.srcAdm, e.src, f.topic)
-	f.mm = e.start(mmArgs(f.cfg)...)
+	args := mmArgs(f.cfg)
+	if f.v.takeover {
+		args = append(args, "--instance-id", e.id+"-a")
+	}
+	f.mm = e.start(args...)
 	f.consume(sourceSeeds, e.src, e.srcAdm, kgo.NewOffset().AtStart(), f.topic)
 	eventually(t, 60*time.Second, "consumer and mm2go under way", func() bool {
 		require.NoError(t, f.prod.failure())
@@ -179,18 +189,17 @@ func (f *failover) switchProducer() {
 // switchConsumer is the second half of failover.
 func (f *failover) switchConsumer() {
 	t, e := f.t, f.e
-	var standbys []*proc
+	// takeover: three instances, one task each; the one running task 0
+	// (which runs the checkpoints and the group-offset sync) is killed.
+	var instances map[string]*proc
 	if f.v.takeover {
+		instances = map[string]*proc{e.id + "-a": f.mm}
 		for _, id := range []string{"b", "c"} {
-			standbys = append(standbys, e.start(append(mmArgs(f.cfg), "--instance-id", e.id+"-"+id)...))
+			instances[e.id+"-"+id] = e.start(append(mmArgs(f.cfg), "--instance-id", e.id+"-"+id)...)
 		}
-		eventually(t, 30*time.Second, "two instances standing by", func() bool {
-			for _, p := range standbys {
-				if !strings.Contains(p.out.String(), "waiting for the flow's lease") {
-					return false
-				}
-			}
-			return true
+		eventually(t, 60*time.Second, "the flow's three tasks on three instances", func() bool {
+			o := taskOwners(t, e.dstAdm, e.src, 3)
+			return o != nil && len(slices.Compact(slices.Sorted(maps.Values(o)))) == 3
 		})
 	}
 	if f.v.backlog == 0 {
@@ -205,16 +214,16 @@ func (f *failover) switchConsumer() {
 		t.Logf("mm2go killed with SIGKILL and started again")
 	}
 	if f.v.takeover {
-		f.mm.stop(t, syscall.SIGKILL, 10*time.Second)
-		t.Logf("the instance running the flow was killed with SIGKILL; two stand by")
+		o := taskOwners(t, e.dstAdm, e.src, 3)
+		require.NotNil(t, o, "every task running at the switch")
+		victim := o[0]
+		instances[victim].stop(t, syscall.SIGKILL, 10*time.Second)
+		t.Logf("%s, running task 0 of %v, killed with SIGKILL", victim, o)
 		defer func() {
-			var holders int
-			for _, p := range standbys {
-				if strings.Contains(p.out.String(), "task assigned; this instance runs it") {
-					holders++
-				}
-			}
-			require.Equal(t, 1, holders, "one standby took the flow over")
+			o := taskOwners(t, e.dstAdm, e.src, 3)
+			require.NotNil(t, o, "every task running again")
+			require.NotEqual(t, victim, o[0], "another instance took task 0 over")
+			t.Logf("tasks after the takeover: %v", o)
 		}()
 	}
 	if f.v.overlap {
@@ -272,7 +281,7 @@ func (f *failover) waitFresh(alias string) {
 // high watermarks, except where a transactional producer wrote (the last
 // committed record there is followed by a marker).
 func (f *failover) consumerEnds() map[partKey]int64 {
-	ends := endsOf(f.t, f.consAdm, f.consAlias, f.consTopics...)
+	ends := dataEnds(f.t, f.consAdm, endsOf(f.t, f.consAdm, f.consAlias, f.consTopics...))
 	if f.v.txn {
 		for k, v := range f.prod.endsOf(f.consAlias, f.topic) {
 			ends[k] = v
@@ -353,11 +362,13 @@ func (f *failover) check(o outcome, more string) {
 	require.Zero(t, o.unexpected, "records received that were never sent as committed records")
 }
 
-// TestIntegrationFailoverTakeover is case (a) with several instances: the
-// process running the flow is killed right after the consumer group's final
-// commit on the source, usually before it synced the group; a standby
-// process takes the flow over after the lease's session timeout and the
-// group fails over with nothing missing and nothing twice. (A standby that
+// TestIntegrationFailoverTakeover is case (a) with three instances and the
+// flow split into three tasks (tasks.max = 3), one per instance: the
+// process running task 0 (the checkpoints and the group-offset sync) is
+// killed right after the consumer group's final commit on the source,
+// usually before it synced the group; another process takes its task over
+// after the group's session timeout and the group fails over with nothing
+// missing and nothing twice. (A standby that
 // never saw the group consume learns from the checkpoints that it did; the
 // checkpoint package's unit tests show that path alone.)
 func TestIntegrationFailoverTakeover(t *testing.T) {
@@ -788,7 +799,9 @@ func TestIntegrationFailoverCheckpoints(t *testing.T) {
 	first := endsOf(t, e.srcAdm, e.src, tp)
 	commitAt(t, e.srcAdm, group, first)
 
-	cfg := flowConfig(e, "mm2.properties", e.src, e.dst)
+	// Offsets here translate 1:1 (a plain topic copied from offset 0): no
+	// fencing, whose abort markers would shift the remote offsets.
+	cfg := flowConfig(e, "mm2.properties", e.src, e.dst, "!mm2go.copy.fencing")
 	mm := e.start(mmArgs(cfg)...)
 	// The group never consumes while mm2go runs: the exact sync commits its
 	// offsets once a consumer of it started on the target.
@@ -868,7 +881,7 @@ func TestIntegrationFailoverNoOffsetSyncs(t *testing.T) {
 	cfg := flowConfig(e, "mm2.properties", e.src, e.dst, "emit.offset-syncs.enabled = false",
 		"!offset-syncs.topic.replication.factor", "!sync.group.offsets.enabled", "!sync.group.offsets.interval.seconds")
 	e.start(mmArgs(cfg)...)
-	eventually(t, 60*time.Second, "3000 records copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(tp)) == 3000 })
+	eventually(t, 60*time.Second, "3000 records copied", func() bool { return records(t, e.dstAdm, e.remote(tp)) == 3000 })
 	// Progress stored: the copy path has run completely at least once.
 	eventually(t, 30*time.Second, "progress stored", func() bool {
 		return endOffsets(t, e.dstAdm, policy.ConnectOffsetsTopic(e.src)) > 0
@@ -883,7 +896,7 @@ func TestIntegrationFailoverNoOffsetSyncs(t *testing.T) {
 	require.False(t, dstTopics.Has(pol.OffsetSyncsTopic(e.src)), "%s on the target", pol.OffsetSyncsTopic(e.src))
 	require.False(t, dstTopics.Has(pol.CheckpointsTopic(e.src)), "%s on the target", pol.CheckpointsTopic(e.src))
 	copyCounts(t, e, tp)
-	t.Logf("sent 3000, replicated %d; no offset-syncs topic on either cluster, no checkpoints topic", endOffsets(t, e.dstAdm, e.remote(tp)))
+	t.Logf("sent 3000, replicated %d; no offset-syncs topic on either cluster, no checkpoints topic", records(t, e.dstAdm, e.remote(tp)))
 }
 
 // TestIntegrationFailoverOffsetSyncsOnTarget is MM2's
@@ -913,5 +926,5 @@ func TestIntegrationFailoverOffsetSyncsOnTarget(t *testing.T) {
 	require.False(t, srcTopics.Has(pol.OffsetSyncsTopic(e.dst)), "%s on the source", pol.OffsetSyncsTopic(e.dst))
 	copyCounts(t, e, tp)
 	t.Logf("sent 3000, replicated %d; %d offset syncs on the target; failover check passed after %.1fs",
-		endOffsets(t, e.dstAdm, e.remote(tp)), syncs, took.Seconds())
+		records(t, e.dstAdm, e.remote(tp)), syncs, took.Seconds())
 }

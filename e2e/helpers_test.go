@@ -25,6 +25,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/policy"
 )
 
 var (
@@ -281,6 +284,26 @@ func readAll(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Record
 }
 
 // eventually polls cond every 200ms until it returns true or timeout.
+// taskOwners maps each task of the flows from the source alias src to the
+// instance id running it, once the flow's group on the target is stable and
+// every one of its tasks runs; nil otherwise.
+func taskOwners(t *testing.T, dstAdm *kadm.Client, src string, tasks int) map[int32]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := fence.Describe(ctx, dstAdm, policy.LeaseGroup(src), policy.LeaseTopic(src))
+	if err != nil || st.State != "Stable" || st.Tasks != tasks || len(st.Unowned()) > 0 {
+		return nil
+	}
+	out := make(map[int32]string)
+	for _, m := range st.Members {
+		for _, task := range m.Tasks {
+			out[task] = m.InstanceID
+		}
+	}
+	return out
+}
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -316,6 +339,18 @@ func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 func copyModeLine() string {
 	if mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode != "" {
 		return "mm2go.copy.mode = " + mode
+	}
+	return ""
+}
+
+// fencingLine is the properties line that runs the failover tests with the
+// writer fencing named by MM2GO_TEST_FENCING (testbed/test.sh's batches
+// pass: "epoch"), or an empty line. Every start of the flow then puts an
+// abort marker into every remote partition, which the sync and the failover
+// check must tell from other producers' records.
+func fencingLine() string {
+	if fencing := os.Getenv("MM2GO_TEST_FENCING"); fencing != "" {
+		return "mm2go.copy.fencing = " + fencing
 	}
 	return ""
 }

@@ -14,9 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/ktest"
-	"github.com/mm2go/mm2go/policy"
 )
 
 // TestIntegrationInstances runs three mm2go processes with the same file,
@@ -110,25 +108,7 @@ func TestIntegrationInstances(t *testing.T) {
 	})
 
 	adm := e.dstAdm
-	group := policy.LeaseGroup(e.src)
-	taskTopic := policy.LeaseTopic(e.src)
-	// owners maps each task to the instance running it, once the group is
-	// stable and every task runs; nil otherwise.
-	owners := func() map[int32]string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		st, err := fence.Describe(ctx, adm, group, taskTopic)
-		if err != nil || st.State != "Stable" || st.Tasks != tasks || len(st.Unowned()) > 0 {
-			return nil
-		}
-		out := make(map[int32]string)
-		for _, m := range st.Members {
-			for _, task := range m.Tasks {
-				out[task] = m.InstanceID
-			}
-		}
-		return out
-	}
+	owners := func() map[int32]string { return taskOwners(t, adm, e.src, tasks) }
 	runsTask := func(o map[int32]string, id string) bool {
 		for _, owner := range o {
 			if owner == id {

@@ -29,9 +29,9 @@ echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_
 go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
 # Once more in the batches copy mode (mm2go.copy.mode=batches), whose copy path is mm2go's own
 # fetch and produce requests: the replicator's and the end-to-end tests, failover included.
-echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=batches" >&2
+echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=batches (the failover tests with mm2go.copy.fencing=epoch)" >&2
 # shellcheck disable=SC2086
 # The switchover trials of the identity policy and of SIGKILLs run in the first pass only, to keep
 # the command well under 20 minutes; MM2GO_SWITCHOVER_SUITES overrides that.
-MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=batches \
+MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=batches MM2GO_TEST_FENCING=epoch \
   go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./replicator ./e2e

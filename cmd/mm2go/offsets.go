@@ -191,7 +191,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "last checkpoints of group %s, the newest written %s ago (%s): the group may read again what it consumed after them\n",
 			group, time.Since(newest).Round(time.Second), newest.UTC().Format(time.RFC3339))
 	} else {
-		idx, err = checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+		idx, err = of.loadIndex(ctx, stderr)
 		if err != nil {
 			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
 			return exitFailure
@@ -300,7 +300,7 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	var waitingFor string
 	for {
-		rep, err := checkFailover(ctx, of, groups)
+		rep, err := checkFailover(ctx, of, groups, stderr)
 		switch {
 		case err != nil && (!wait || ctx.Err() != nil):
 			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
@@ -326,7 +326,7 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 		}
 		select {
 		case <-ctx.Done():
-			if rep, err := checkFailover(context.Background(), of, groups); err == nil {
+			if rep, err := checkFailover(context.Background(), of, groups, stderr); err == nil {
 				printReport(stdout, of.flow, rep)
 			}
 			_, _ = fmt.Fprintf(stdout, "NOT SAFE to switch consumers after waiting %s\n", time.Since(start).Round(time.Millisecond))
@@ -337,13 +337,29 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 }
 
 // checkFailover loads the offset map and runs the failover check once.
-func checkFailover(ctx context.Context, of *offlineFlow, groups []string) (checkpoint.Report, error) {
-	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+func checkFailover(ctx context.Context, of *offlineFlow, groups []string, stderr io.Writer) (checkpoint.Report, error) {
+	idx, err := of.loadIndex(ctx, stderr)
 	if err != nil {
 		return checkpoint.Report{}, err
 	}
 	return checkpoint.Check(ctx, of.srcAdm, of.tgtAdm, idx, of.sel, of.flow.Source, groups,
 		checkpoint.CheckOptions{ReadCommitted: of.flow.SourceIsolationLevel == config.ReadCommitted})
+}
+
+// loadIndex reads the flow's offset map and then, on the target, the gaps
+// between replicated records (a fencing writer's abort markers are not
+// other producers' records); a gap it could not read is named on stderr and
+// counts as other producers' records.
+func (of *offlineFlow) loadIndex(ctx context.Context, stderr io.Writer) (*checkpoint.Index, error) {
+	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+	if err != nil {
+		return nil, err
+	}
+	remote := func(t string) string { return of.sel.Policy.FormatRemoteTopic(of.flow.Source, t) }
+	if err := idx.ClassifyGaps(ctx, of.reader, remote); err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: warning: %v; until it is read it counts as records of other producers\n", err)
+	}
+	return idx, nil
 }
 
 func printReport(w io.Writer, f *config.Flow, rep checkpoint.Report) {

@@ -40,8 +40,8 @@ Usage:
                                   check a file and print the effective flows; --connect also
                                   lists, per flow, the topics it would replicate
   mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
-  mm2go status -c FILE [--flow A->B]
-                                  per flow, the instances in its lease group and the one running it
+  mm2go status -c FILE [--flow A->B] [--partitions]
+                                  per flow, the instances in its group and the tasks each runs
   mm2go offsets translate -c FILE --flow A->B --group G [--topic T]
                                   the group's source offsets and their exact target offsets
   mm2go offsets apply -c FILE --flow A->B --group G

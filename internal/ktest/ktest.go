@@ -11,6 +11,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Seeds returns the addresses of the brokers of the cluster adm talks to.
+func Seeds(ctx context.Context, adm *kadm.Client) ([]string, error) {
+	brokers, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var seeds []string
+	for _, b := range brokers {
+		seeds = append(seeds, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+	}
+	return seeds, nil
+}
+
 // Records counts the records of topic below its current end offsets, not
 // counting transaction markers (the batches copy mode's writer puts an
 // abort marker into every remote partition when it starts, so there the
@@ -30,13 +43,9 @@ func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error)
 	if len(want) == 0 {
 		return 0, nil
 	}
-	brokers, err := adm.ListBrokers(ctx)
+	seeds, err := Seeds(ctx, adm)
 	if err != nil {
 		return 0, err
-	}
-	var seeds []string
-	for _, b := range brokers {
-		seeds = append(seeds, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
