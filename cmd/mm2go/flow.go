@@ -144,17 +144,17 @@ func (fr *flowRunner) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fr.runTask(rctx, g, tasks); err != nil {
+			if err := fr.runTask(rctx, g, tasks, fr.runWorkers); err != nil {
 				cancel(err)
 			}
 		}()
 	}
 }
 
-// runTask runs one task of the flow until its grant ends (revoked, or lost
-// with the group session) or ctx ends, and returns an error only when the
-// task failed.
-func (fr *flowRunner) runTask(ctx context.Context, g *fence.Grant, tasks int) error {
+// runTask runs one task of the flow with work (runWorkers) until its grant
+// ends (revoked, or lost with the group session) or ctx ends, and returns an
+// error only when the task failed.
+func (fr *flowRunner) runTask(ctx context.Context, g *fence.Grant, tasks int, work func(ctx context.Context, task, tasks int) error) error {
 	f := fr.flow
 	defer g.Release()
 	if int(g.Task) >= tasks {
@@ -166,16 +166,27 @@ func (fr *flowRunner) runTask(ctx context.Context, g *fence.Grant, tasks int) er
 	// The workers stop when the process stops or the grant ends.
 	wctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(g.Context(), cancel)
-	err := fr.runWorkers(wctx, int(g.Task), tasks)
+	err := work(wctx, int(g.Task), tasks)
 	stop()
 	cancel()
-	lost := g.Context().Err() != nil && ctx.Err() == nil
 	switch {
 	case ctx.Err() != nil:
 		return nil
-	case lost && (err == nil || fence.Fenced(err)):
+	case g.Context().Err() != nil:
+		// Revoked or lost: whatever the workers returned is the stop (a
+		// task revoked while it starts fails the request under way), not
+		// a failure of the flow. Another member runs the task now.
 		fr.m.taskLost(f.Name())
-		return nil // another member runs it now
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fr.log.Info("task stopped after it was taken from this instance", zap.Int32("task", g.Task), zap.Error(err))
+		}
+		return nil
+	case fence.Fenced(err):
+		// Another member fenced this task's writer: the group gave it the
+		// task, and tells this one at its next heartbeat.
+		fr.m.taskLost(f.Name())
+		fr.log.Warn("task fenced by its next holder; this instance lost it", zap.Int32("task", g.Task), zap.Error(err))
+		return nil
 	case err == nil:
 		return fmt.Errorf("task %d: the flow's workers stopped", g.Task)
 	default:
