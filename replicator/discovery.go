@@ -17,17 +17,24 @@ import (
 	"github.com/mm2go/mm2go/policy"
 )
 
-// refreshLoop rediscovers topics every refresh.topics.interval.seconds.
+// refreshLoop rediscovers topics every refresh.topics.interval.seconds
+// (with refresh.topics.enabled), and sooner while partitions found by the
+// last discovery wait for their remote partition: every deferRetry until
+// none does, whatever the refresh settings.
 func (r *Replicator) refreshLoop(ctx context.Context) error {
-	t := time.NewTicker(r.o.Flow.RefreshTopicsInterval)
-	defer t.Stop()
+	f := r.o.Flow
+	periodic := f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0
 	for {
+		wait, run := nextRefresh(periodic, f.RefreshTopicsInterval, r.deferred)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-time.After(wait):
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.o.Flow.AdminTimeout)
+		if !run {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
 		err := r.refresh(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
@@ -36,6 +43,26 @@ func (r *Replicator) refreshLoop(ctx context.Context) error {
 		}
 	}
 }
+
+// nextRefresh returns how long to wait for the next discovery and whether
+// to run it then: every interval when discovery is periodic, every
+// deferRetry while partitions wait (deferred), and otherwise never (a long
+// wait, then look again).
+func nextRefresh(periodic bool, interval time.Duration, deferred int) (time.Duration, bool) {
+	switch {
+	case deferred > 0:
+		return deferRetry, true
+	case periodic:
+		return interval, true
+	default:
+		return time.Hour, false
+	}
+}
+
+// deferRetry is how soon discovery runs again when it left partitions for
+// later because the target was not ready for them (a remote topic just
+// created or grown, whose partitions the producer does not know yet).
+const deferRetry = time.Second
 
 // refresh lists the source topics the flow selects, creates or grows their
 // remote topics, and starts copying partitions not copied yet. Failures of
@@ -84,6 +111,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 	r.checkIncarnations(ctx, want, remoteOf, fresh)
 
 	var news []newPart
+	r.deferred = 0
 	for name, d := range want {
 		if _, blocked := r.inc.blocked[name]; blocked {
 			continue // source recreated; see recreate.go
@@ -97,6 +125,13 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			remoteParts = len(d.Partitions)
 		}
 		if remoteParts == 0 {
+			if dd, ok := dstTopics[rt]; ok && settling(dd.Err) {
+				// Just created (here or by another task): the metadata
+				// does not show its partitions yet.
+				r.deferred += r.ownedOf(name, d)
+				r.log.Debug("remote topic not ready; its partitions are tried again shortly",
+					zap.String("target_topic", rt), zap.NamedError("listed", dd.Err))
+			}
 			continue
 		}
 		if remoteParts < len(d.Partitions) {
@@ -114,8 +149,13 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			if r.lookup(name, pd.Partition) == nil {
 				if !r.producerKnows(rt, pd.Partition) {
 					// The producer knows the remote topic with fewer
-					// partitions and would fail the records at once.
+					// partitions (or it was just created and not every
+					// leader is known) and would fail the records at
+					// once: retried in deferRetry.
 					r.o.Target.ForceMetadataRefresh()
+					r.deferred++
+					r.log.Debug("remote partition not known to the producer yet; tried again shortly",
+						zap.String("target_topic", rt), zap.Int32("partition", pd.Partition))
 					continue
 				}
 				news = append(news, newPart{topic: name, remote: rt, partition: pd.Partition})
@@ -179,6 +219,13 @@ func (r *Replicator) ownedOf(topic string, d kadm.TopicDetail) int {
 		}
 	}
 	return n
+}
+
+// settling reports whether a remote topic listed with err is one whose
+// creation the cluster has not finished propagating: no error (but no
+// partitions), no leader yet, or not known yet by the broker asked.
+func settling(err error) bool {
+	return err == nil || errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // dropVanished stops copying topics that no longer exist on the source (or

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -35,5 +36,24 @@ func TestGrowsRemoteTopic(t *testing.T) {
 	require.Len(t, md["A.orders"].Partitions, 4)
 	for p := range int32(4) {
 		require.Equal(t, append(first[p], more[p]...), got[p], "partition %d", p)
+	}
+}
+
+func TestNextRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		periodic bool
+		interval time.Duration
+		deferred int
+		wait     time.Duration
+		run      bool
+	}{
+		{true, 10 * time.Minute, 0, 10 * time.Minute, true},
+		{true, 10 * time.Minute, 3, deferRetry, true},  // partitions wait for their remote partition
+		{false, 10 * time.Minute, 2, deferRetry, true}, // even without periodic discovery
+		{false, 10 * time.Minute, 0, time.Hour, false},
+	} {
+		wait, run := nextRefresh(tc.periodic, tc.interval, tc.deferred)
+		require.Equal(t, tc.wait, wait, "%+v", tc)
+		require.Equal(t, tc.run, run, "%+v", tc)
 	}
 }

@@ -40,8 +40,8 @@ type planned struct {
 // Progress stored without an offset map (by Apache MM2) resumes right after
 // the stored offset.
 // A partition of a remote topic created moments ago (fresh) starts empty;
-// one whose end cannot be listed is left out, to be planned at the next
-// refresh.
+// one whose end cannot be listed is left out and counted in r.deferred, to
+// be planned again shortly.
 func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool) (map[tp]planned, error) {
 	if len(parts) == 0 {
 		return nil, nil
@@ -110,7 +110,10 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			e, ok = 0, true
 		}
 		if !ok {
-			r.log.Debug("no end offset for remote partition yet; planned at the next refresh",
+			// A remote topic just created by another task, say: tried
+			// again shortly (see refreshLoop).
+			r.deferred++
+			r.log.Debug("no end offset for remote partition yet; planned again shortly",
 				zap.String("target_topic", p.remote), zap.Int32("partition", p.partition))
 			continue
 		}

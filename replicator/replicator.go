@@ -152,6 +152,9 @@ type Replicator struct {
 	pg     *progress
 	stored map[string]map[int32]int64 // progress read at start; refresh goroutine only
 	maps   map[tp]mapState            // offset map read at start; refresh goroutine only
+	// deferred counts the partitions the last discovery left for later
+	// (refresh goroutine only); see refreshLoop.
+	deferred int
 
 	mapTopic  string      // mm2go's offset map on the target
 	syncTopic string      // MM2's offset syncs, "" when disabled
@@ -327,9 +330,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 		g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
 	}
 	g.Go(func() error { return r.flushLoop(gctx) })
-	if f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0 {
-		g.Go(func() error { return r.refreshLoop(gctx) })
-	}
+	g.Go(func() error { return r.refreshLoop(gctx) })
 	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
 	// Once per flow: on task 0.
 	if f.SyncTopicConfigsEnabled && f.SyncTopicConfigsInterval > 0 && r.o.Task == 0 {
