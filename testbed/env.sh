@@ -88,12 +88,29 @@ down_all() {
 }
 
 cmd="${1:-}"
+# reserve_ports keeps the clusters' ports out of the kernel's ephemeral range
+# (net.ipv4.ip_local_reserved_ports), where they are on most systems: a client
+# connection that happened to use one as its local port, still in TIME-WAIT,
+# makes a broker fail to bind it. Best effort: needs root.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports want=() p
+  [[ -w "$f" ]] || return 0
+  for p in "$PRIMARY_PORT" "$SECONDARY_PORT" "$PRIMARY3_PORT" "$SECONDARY3_PORT"; do
+    want+=("$p-$((p + 2))" "$((p + 1000))-$((p + 1002))")
+  done
+  want+=(19192-19194 20192-20194 29192-29194 30192-30194) # the benchmark's clusters
+  local cur
+  cur=$(cat "$f")
+  (IFS=,; echo "${cur:+$cur,}${want[*]}") > "$f" 2>/dev/null || true
+}
+
 case "$cmd" in
   up)
     t0=$(now_ms)
     "$HERE/setup.sh" >&2
     [[ "$PRIMARY_PORT" != "$SECONDARY_PORT" ]] || die "MM2GO_PRIMARY_PORT and MM2GO_SECONDARY_PORT are both $PRIMARY_PORT"
     mkdir -p "$KAFKA_ROOT"
+    reserve_ports
     # All clusters start at the same time.
     pids=()
     up_one primary "$PRIMARY_PORT" & pids+=($!)
