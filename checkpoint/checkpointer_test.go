@@ -50,7 +50,7 @@ func TestShouldEmit(t *testing.T) {
 }
 
 func TestRemoteTopic(t *testing.T) {
-	// MirrorCheckpointTaskTest's renaming examples (spec §7.4).
+	// MirrorCheckpointTaskTest's renaming examples.
 	p := policy.New(policy.KindDefault, "", true, "source1")
 	tests := []struct{ topic, want string }{
 		{"topic3", "source1.topic3"},
@@ -277,7 +277,7 @@ func TestRunFailsWhenCheckpointsCannotBeRead(t *testing.T) {
 }
 
 func TestGroupsSelected(t *testing.T) {
-	// MirrorCheckpointConnectorTest's discovery example (spec §7.1): g1
+	// MirrorCheckpointConnectorTest's discovery example: g1
 	// {t1,t2}, g2 {t2,t3}, g3 {t3}, g4 excluded; only t2 replicated.
 	b := newBed(t)
 	f := b.flow("topics = t2", "groups.exclude = g4")

@@ -11,7 +11,7 @@
 //     groups.exclude, and only groups with a committed offset on a topic the
 //     flow replicates) are translated and written as MM2 Checkpoint records
 //     to <source>.checkpoints.internal on the target, never moving backwards
-//     unless the source group itself rewound (MM2's rule, spec §7.4);
+//     unless the source group itself rewound (MM2's rule);
 //   - group-offset sync (sync.group.offsets.enabled): the checkpointed
 //     offsets are committed into the target's consumer groups, only for
 //     groups without members, never rewinding an offset the target already

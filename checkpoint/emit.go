@@ -15,7 +15,7 @@ import (
 
 // RemoteTopic returns the name under which a checkpoint of flow
 // source->target names topic, a topic of the source cluster (MM2's
-// renameTopicPartition, spec §7.4): a topic that came from target returns
+// renameTopicPartition): a topic that came from target returns
 // to its original name ("target2.topic3" -> "topic3"), any other is the
 // remote topic the policy gives it ("topic3" -> "source1.topic3" under the
 // default policy, unchanged under the identity policy).

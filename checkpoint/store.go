@@ -22,7 +22,7 @@ type cpKey struct {
 
 func keyOf(cp policy.Checkpoint) cpKey { return cpKey{cp.Group, cp.Topic, cp.Partition} }
 
-// shouldEmit is MM2's monotonic rule (spec §7.4): a checkpoint is written
+// shouldEmit is MM2's monotonic rule: a checkpoint is written
 // when there is none yet for its partition, when the source group rewound
 // (its upstream offset is smaller), or when it moves the downstream offset
 // forward. Everything else, including an unchanged checkpoint, is

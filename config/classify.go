@@ -78,7 +78,7 @@ func (p *parser) classifyTopKey(k string) {
 	case k == keyTransforms || k == keyPredicates:
 		p.transformsKey(k, v)
 	case isClientConfigKey(k):
-		// Top-level bootstrap/security defaults fill every cluster (spec §2.3).
+		// Top-level bootstrap/security defaults fill every cluster.
 		if k == keySecurityProtocol {
 			p.checkSecurityProtocol(k, v)
 		}
@@ -87,7 +87,7 @@ func (p *parser) classifyTopKey(k string) {
 	case k == keyUseDefaultsFrom:
 		p.probs.warn(k, "no effect at top level, as in MM2, whose connectorBaseConfig drops keys the connector ConfigDefs do not define; set <source>-><target>.use.defaults.from")
 	case k == keyOffsetStorageTopic || k == keyOffsetStoragePartitions || k == keyOffsetStorageRF:
-		// Worker settings copied into every flow (spec §2.5).
+		// Worker settings copied into every flow.
 	case k == keyOffsetFlushInterval:
 		p.probs.warn(k, "ignored, as in MM2, which copies only <alias>.* and offset.storage*/config.storage*/status.storage*/... keys into worker configs; set <target>.offset.flush.interval.ms")
 	case k == keyExactlyOnceSource:

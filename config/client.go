@@ -107,8 +107,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // buildClient assembles the properties of one client exactly like MM2's
-// MirrorConnectorConfig (spec §2.7, "Client configs built inside the
-// connectors"), later steps overwriting earlier ones:
+// MirrorConnectorConfig builds the clients inside its connectors, later
+// steps overwriting earlier ones:
 //
 //  1. "<side>.cluster.*" restricted to CLIENT_CONFIG_DEF;
 //  2. "<kind>.*" of the connector config, i.e. "<source>-><target>.<kind>.*";

@@ -271,7 +271,7 @@ func (f *Flow) Client(r Role) *Client {
 	return f.clients[r]
 }
 
-// Default values of MM2's connector settings (spec §2.7–2.10).
+// Default values of MM2's connector settings.
 const (
 	defaultTopicsExclude           = `.*[\-\.]internal, .*\.replica, __.*`
 	defaultGroupsExclude           = `console-consumer-.*, connect-.*, __.*`

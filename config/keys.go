@@ -96,7 +96,7 @@ const (
 // clientConfigKeys returns the names in MM2's CLIENT_CONFIG_DEF
 // (MirrorClientConfig): bootstrap.servers, security.protocol and every client
 // ssl.* and sasl.* key. Cluster-level values of these keys fan out to the
-// cluster's producer, consumer and admin (spec §2.3).
+// cluster's producer, consumer and admin.
 func clientConfigKeys() []string {
 	return []string{
 		keyBootstrapServers, keySecurityProtocol,
@@ -135,7 +135,7 @@ func isClientConfigKey(k string) bool {
 // isConnectorKey reports whether k is defined in the union of the
 // MirrorSource, MirrorCheckpoint and MirrorHeartbeat ConfigDefs (which
 // include Connect's ConnectorConfig). Only such keys survive at top level in
-// MM2's connectorBaseConfig (spec §2.6).
+// MM2's connectorBaseConfig.
 func isConnectorKey(k string) bool {
 	switch k {
 	// Connect ConnectorConfig.
@@ -172,7 +172,7 @@ func isConnectorKey(k string) bool {
 }
 
 // hasWorkerPrefix reports whether a top-level key is copied into every
-// Connect worker config by MM2's workerConfig (spec §2.5).
+// Connect worker config by MM2's workerConfig.
 func hasWorkerPrefix(k string) bool {
 	for _, p := range []string{"offset.storage", "config.storage", "status.storage", "key.converter",
 		"value.converter", "header.converter", "task", "worker", "replication.policy"} {

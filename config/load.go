@@ -226,7 +226,7 @@ func parseBool(v string) (bool, bool) {
 }
 
 // clusterProps assembles the properties of one cluster exactly like MM2's
-// MirrorMakerConfig.clusterProps (spec §2.3): "<alias>.*" keys with the
+// MirrorMakerConfig.clusterProps: "<alias>.*" keys with the
 // prefix stripped, CLIENT_CONFIG_DEF keys fanned out to producer./consumer./
 // admin., then top-level CLIENT_CONFIG_DEF keys filling the gaps.
 func (p *parser) clusterProps(alias string) entries {
@@ -257,7 +257,7 @@ func (p *parser) clusterProps(alias string) entries {
 }
 
 // connectorConfig assembles the connector config of flow s->t exactly like
-// MM2's connectorBaseConfig (spec §2.6), keeping the origin of every value.
+// MM2's connectorBaseConfig, keeping the origin of every value.
 func (p *parser) connectorConfig(s, t string) entries {
 	conn := entries{}
 	for _, k := range p.raw.keys {
@@ -284,7 +284,7 @@ func (p *parser) connectorConfig(s, t string) entries {
 }
 
 // workerConfig assembles the Connect worker config of flow s->t like MM2's
-// workerConfig (spec §2.5): the target cluster's properties, overridden by
+// workerConfig: the target cluster's properties, overridden by
 // top-level keys with a worker prefix.
 func (p *parser) workerConfig(t string) entries {
 	w := p.clusterProps(t)

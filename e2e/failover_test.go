@@ -634,7 +634,7 @@ func compactedAway(t *testing.T, topic string) int64 {
 }
 
 // checkCheckpoints reads <src>.checkpoints.internal on the target, decodes
-// every record as MM2's tools would (policy.DecodeCheckpoint, spec §4.3) and
+// every record as MM2's tools would (policy.DecodeCheckpoint) and
 // checks the group's checkpoints of topic: monotonic per partition (the
 // group never rewound), one per partition of the topic, none beyond the
 // remote partition's end, and the group's synced offsets on the target
@@ -690,7 +690,7 @@ func checkCheckpoints(t *testing.T, e *env, group, topic string, partitions int)
 	return last
 }
 
-// checkOffsetSyncs reads MM2's offset-syncs topic (spec §4.2) on the cluster
+// checkOffsetSyncs reads MM2's offset-syncs topic on the cluster
 // at seeds, decodes every record with policy.DecodeOffsetSync and checks
 // each sync of topic against the data: the source record at the upstream
 // offset was copied to the downstream offset of the remote topic. It
@@ -779,8 +779,8 @@ func commitAt(t *testing.T, adm *kadm.Client, group string, ends map[partKey]int
 	require.NoError(t, resp.Error())
 }
 
-// TestIntegrationFailoverCheckpoints is MM2's checkpoint checks (spec §12.1,
-// testReplicationWithEmptyPartition and testOneWayReplicationWithAutoOffsetSync
+// TestIntegrationFailoverCheckpoints is MM2's checkpoint checks
+// (MirrorConnectorsIntegrationBaseTest's testReplicationWithEmptyPartition and testOneWayReplicationWithAutoOffsetSync
 // made exact): a 10-partition topic with data in 9; the group commits the
 // source's end offsets (0 on the empty partition) before mm2go starts and
 // again after more records. While mm2go catches up, every synced target

@@ -548,7 +548,7 @@ func requireBetween(t *testing.T, what string, mm2 []string, before, after []str
 
 // syncTranslations is what MM2's OffsetSyncStore may answer for a group at
 // upstream offset u from syncs of one partition: for a retained sync s with
-// s.up <= u, s.down if u == s.up, else s.down + 1 (spec §7.3). Which syncs
+// s.up <= u, s.down if u == s.up, else s.down + 1. Which syncs
 // the store retains depends on its slot replacement, so every candidate is
 // listed.
 func syncTranslations(syncs []policy.OffsetSync, topic string, partition int32, u int64) []int64 {

@@ -1,7 +1,7 @@
 package e2e
 
-// MM2's own integration scenarios (spec §12.1 MirrorConnectorsIntegrationBaseTest
-// and IdentityReplicationIntegrationTest, §12.2 DedicatedMirrorIntegrationTest)
+// MM2's own integration scenarios (MirrorConnectorsIntegrationBaseTest,
+// IdentityReplicationIntegrationTest and DedicatedMirrorIntegrationTest)
 // ported to the mm2go binary on real Kafka: replication in both directions with
 // heartbeats and checkpoints on both sides, a topic created after start,
 // topic-config sync with excluded keys, source and target defaults,
@@ -93,7 +93,7 @@ func (s scenario) scRemote(topic string) string {
 }
 
 // scConfig writes the scenario's MM2 file: MM2's integration test settings
-// (spec §12.1) with the test's aliases, topics and groups, plus extra lines.
+// with the test's aliases, topics and groups, plus extra lines.
 func (s scenario) scConfig(bothWays bool, extra ...string) string {
 	s.t.Helper()
 	src, dst, id := s.src, s.dst, s.id

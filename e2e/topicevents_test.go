@@ -47,7 +47,7 @@ func TestIntegrationSourceTopicRecreated(t *testing.T) {
 
 	eventually(t, time.Minute, "the recreation reported", func() bool {
 		return strings.Contains(p.out.String(), "source topic recreated") &&
-			scrape(t, addr, `mm2go_replicator_partitions_blocked{flow="`+e.src+`->`+e.dst+`"}`) == 1
+			scrape(t, addr, `mm2go_replicator_partitions_blocked{flow="`+e.src+`->`+e.dst+`",task="0"}`) == 1
 	})
 	time.Sleep(2 * time.Second)
 	require.EqualValues(t, 20, endOffsets(t, e.dstAdm, e.remote(topic)), "nothing of the new topic copied over the old one")

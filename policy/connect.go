@@ -41,7 +41,7 @@ type HeartbeatOffsetKey struct {
 	TargetAlias string
 }
 
-// The Encode methods return the record key Java Connect writes to the offsets topic (spec §4.5):
+// The Encode methods return the record key Java Connect writes to the offsets topic:
 // the JSON array [connector name, partition map] as JsonConverter (schemas.enable=false) prints it,
 // compact, with Jackson's string escaping and the field order of Java's HashMap for these key sets.
 // Connect finds offsets by exact key bytes, so these bytes are what lets a Java deployment resume

@@ -8,7 +8,7 @@ import (
 )
 
 func TestConnectOffsetKeysSpecExamples(t *testing.T) {
-	// Spec §4.5: the bytes Java Connect writes, with Java's HashMap field order.
+	// The bytes Java Connect writes, with Java's HashMap field order.
 	tests := []struct {
 		name string
 		got  []byte

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Filter is a compiled include/exclude pair of Java regex lists with MM2's semantics (spec §2.11):
+// Filter is a compiled include/exclude pair of Java regex lists with MM2's semantics:
 // each list is joined with '|' into one Java pattern that must match the whole name, an empty
 // include list matches nothing, an empty exclude list excludes nothing, and excludes win over
 // includes. See NewFilter for how Java patterns run on Go's RE2 engine.

@@ -2,7 +2,7 @@ package policy
 
 import "slices"
 
-// This file holds MM2's MirrorClient topology logic (spec §8.2): what the topic names of one
+// This file holds MM2's MirrorClient topology logic: what the topic names of one
 // cluster say about the replication flows that reach it. The functions take the cluster's topic
 // list instead of an admin client, so listing the topics (and closing the client) stays with the
 // caller. Unlike Java, which returns sets, they return sorted slices without duplicates, so output

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The cases below are MM2's MirrorClientTest (connect-mirror-client) and the examples of spec
-// §8.2, run against the topic-list functions that replace MirrorClient's listTopics calls.
+// The cases below are MM2's MirrorClientTest (connect-mirror-client) and MirrorClient's documented
+// examples, run against the topic-list functions that replace MirrorClient's listTopics calls.
 
 func TestMirrorClientTopicClasses(t *testing.T) {
 	dot := New(KindDefault, "", true, "")

@@ -22,7 +22,7 @@ const maxStringLen = 32767
 // recordVersion is the INT16 version header of checkpoint and heartbeat values (MM2 writes 0).
 const recordVersion = 0
 
-// encoder appends Kafka protocol primitives (Schema/Struct layout, spec §4.1): big-endian integers
+// encoder appends Kafka protocol primitives (Schema/Struct layout): big-endian integers
 // and INT16-length-prefixed UTF-8 strings, written back to back.
 type encoder struct {
 	buf []byte
@@ -121,8 +121,8 @@ func topicPartitionString(topic string, partition int32) string {
 	return topic + "-" + strconv.FormatInt(int64(partition), 10)
 }
 
-// OffsetSync is a record of the offset-syncs topic, mm2-offset-syncs.<other alias>.internal (spec
-// §4.2): upstream offset UpstreamOffset of source partition Topic/Partition was written to the
+// OffsetSync is a record of the offset-syncs topic, mm2-offset-syncs.<other alias>.internal:
+// upstream offset UpstreamOffset of source partition Topic/Partition was written to the
 // target at DownstreamOffset. Topic is the source (upstream) topic name.
 type OffsetSync struct {
 	Topic            string
@@ -174,8 +174,8 @@ func DecodeOffsetSync(key, value []byte) (OffsetSync, error) {
 	return s, nil
 }
 
-// Checkpoint is a record of the checkpoints topic, <source alias>.checkpoints.internal on the target
-// (spec §4.3): consumer group Group, which committed UpstreamOffset on the source, may resume at
+// Checkpoint is a record of the checkpoints topic, <source alias>.checkpoints.internal on the
+// target: consumer group Group, which committed UpstreamOffset on the source, may resume at
 // DownstreamOffset of Topic/Partition on the target. Topic is the downstream (renamed) topic;
 // Metadata is the group's commit metadata, "" when it has none.
 type Checkpoint struct {
@@ -239,7 +239,7 @@ func DecodeCheckpoint(key, value []byte) (Checkpoint, error) {
 	return c, nil
 }
 
-// Heartbeat is a record of the heartbeats topic on a flow's target (spec §4.4): the flow
+// Heartbeat is a record of the heartbeats topic on a flow's target: the flow
 // SourceAlias->TargetAlias was alive at Timestamp, in milliseconds since the Unix epoch. MM2 also
 // uses Timestamp as the record's timestamp.
 type Heartbeat struct {

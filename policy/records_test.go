@@ -17,7 +17,7 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// The expected bytes and strings below are the spec §4.2-4.4 examples, plus values printed by the
+// The expected bytes and strings below are MM2's documented record layouts, plus values printed by the
 // Java classes of connect-mirror 4.3.1 (OffsetSync/Checkpoint/Heartbeat recordKey, recordValue and
 // toString).
 

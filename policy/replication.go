@@ -57,7 +57,7 @@ const DefaultSeparator = "."
 // heartbeatsTopic is ReplicationPolicy.heartbeatsTopic(); MM2 4.0 does not let it be configured.
 const heartbeatsTopic = "heartbeats"
 
-// Policy is MM2's ReplicationPolicy (spec §5): how remote topics are named, which topics are MM2's
+// Policy is MM2's ReplicationPolicy: how remote topics are named, which topics are MM2's
 // own, and where a topic came from. The zero value is NOT valid; use New. (It behaves like
 // New(KindDefault, "", true, ""), but relying on that hides a missing constructor call.)
 //
@@ -226,7 +226,7 @@ func (p Policy) IsInternalTopic(topic string) bool {
 }
 
 // IsCycle reports whether replicating topic to cluster targetAlias would send it back where it came
-// from (spec §5.4): some cluster on its upstream path, found by following TopicSource and
+// from: some cluster on its upstream path, found by following TopicSource and
 // UpstreamTopic, is targetAlias. It stops, reporting no cycle, when a topic has no source or is its
 // own upstream, which is why the identity policy cannot detect cycles of data topics.
 func (p Policy) IsCycle(topic, targetAlias string) bool {

@@ -130,7 +130,7 @@ func TestPolicyTopicClasses(t *testing.T) {
 		topic string
 		want  bool
 	}{
-		// MirrorClientTest.testIsHeartbeatTopic and spec §5.2.
+		// MirrorClientTest.testIsHeartbeatTopic.
 		{"heartbeats", dot.IsHeartbeatsTopic, "heartbeats", true},
 		{"heartbeats", dot.IsHeartbeatsTopic, "source1.heartbeats", true},
 		{"heartbeats", dot.IsHeartbeatsTopic, "source2.source1.heartbeats", true},
@@ -150,7 +150,7 @@ func TestPolicyTopicClasses(t *testing.T) {
 		{"checkpoints with _", under.IsCheckpointsTopic, "A_checkpoints_internal", true},
 		{"checkpoints with _", under.IsCheckpointsTopic, "A.checkpoints.internal", false},
 		{"checkpoints with _, internal off", underNoInternal.IsCheckpointsTopic, "A.checkpoints.internal", true},
-		// ReplicationPolicyTest.testInternalTopic and spec §5.1.
+		// ReplicationPolicyTest.testInternalTopic.
 		{"internal", dot.IsInternalTopic, "__consumer_offsets", true},
 		{"internal", dot.IsInternalTopic, ".hiddentopic", true},
 		{"internal", dot.IsInternalTopic, "mm2-offsets.CLUSTER.internal", true},
@@ -179,7 +179,7 @@ func TestIdentityPolicy(t *testing.T) {
 		got  any
 		want any
 	}{
-		// MirrorClientTest.testIdentityReplicationTopicSource and spec §5.3.
+		// MirrorClientTest.testIdentityReplicationTopicSource.
 		{"format data topic", primary.FormatRemoteTopic("primary", "topic1"), "topic1"},
 		{"source of data topic", pair(primary.TopicSource("topic1")), pair("primary", true)},
 		{"format heartbeats", primary.FormatRemoteTopic("backup", "heartbeats"), "backup.heartbeats"},

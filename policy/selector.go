@@ -1,7 +1,7 @@
 package policy
 
 // TopicSelector decides whether the flow source->TargetAlias replicates a topic of the source
-// cluster, as MirrorSourceConnector.shouldReplicateTopic does (spec §5.4):
+// cluster, as MirrorSourceConnector.shouldReplicateTopic does:
 //
 //	(Topics.Match(topic) || (HeartbeatsReplication && Policy.IsHeartbeatsTopic(topic)))
 //	    && !Policy.IsInternalTopic(topic) && !Policy.IsCycle(topic, TargetAlias)

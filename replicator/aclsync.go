@@ -169,7 +169,7 @@ func copiesOperation(mode config.ACLSyncMode, perm kmsg.ACLPermissionType, op km
 // ALLOW ALL as READ, DENY READ, DESCRIBE and ALL), literal and prefixed (the
 // prefix mapped through the policy like a topic name: "orders." becomes
 // "<source>.orders." under the default policy); with config.ACLSyncMM2 MM2's
-// rule (spec §6.5): only LITERAL ACLs, without ALLOW WRITE (only mm2go
+// rule: only LITERAL ACLs, without ALLOW WRITE (only mm2go
 // writes to a remote topic), ALLOW ALL as ALLOW READ, everything else as it
 // is. The result is sorted and has no duplicates; skipped lists the ACLs of
 // replicated topics the rule left out.

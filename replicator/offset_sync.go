@@ -1,7 +1,7 @@
 package replicator
 
 // syncDecider decides, per upstream partition, when MM2's offset-syncs
-// topic gets a record (MM2's OffsetSyncWriter.PartitionState, spec §6.8):
+// topic gets a record (MM2's OffsetSyncWriter.PartitionState):
 // for the first record of a lifetime, on an upstream gap, on a downstream
 // rewind, and whenever the newest sync is offset.lag.max or more downstream
 // offsets behind. Between those, the newest position is kept as "delayed"

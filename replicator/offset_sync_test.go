@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSyncDecider replays MM2's MirrorSourceTaskTest vectors (spec §6.8,
-// offset.lag.max=50). MM2's state keeps "should sync" set until reset(),
+// TestSyncDecider replays MM2's MirrorSourceTaskTest vectors
+// (offset.lag.max=50). MM2's state keeps "should sync" set until reset(),
 // which its writer calls right after every true; the decider has no sticky
 // flag, so it always behaves as if reset after each true.
 func TestSyncDecider(t *testing.T) {

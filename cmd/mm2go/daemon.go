@@ -137,7 +137,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 }
 
 // selectFlows returns the flows of cfg this daemon runs, by name: the
-// enabled flows, and the heartbeat-only pairs MM2 also runs (spec §2.4),
+// enabled flows, and the heartbeat-only pairs MM2 also runs,
 // limited to the --clusters targets. At least one enabled flow is required.
 func (d *daemon) selectFlows(cfg *config.Config) (map[string]*config.Flow, error) {
 	targets := make(map[string]bool, len(d.o.Targets))

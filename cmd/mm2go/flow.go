@@ -126,6 +126,8 @@ func (fr *flowRunner) run(ctx context.Context) error {
 		lease.Close()
 		fr.m.inGroup(f.Name(), -1)
 	}()
+	running := make(map[int32]chan struct{}) // per task, closed when its last run ended
+	fr.m.running(f.Name(), int(fr.running.Load()))
 	fr.log.Info("joined the flow's group; waiting for tasks (other instances may run them)",
 		zap.String("group", policy.LeaseGroup(f.Source)), zap.String("instance_id", fr.instanceID), zap.Int("tasks", tasks))
 	for {
@@ -141,9 +143,24 @@ func (fr *flowRunner) run(ctx context.Context) error {
 			}
 			return err
 		}
+		// A task lost with the group session and assigned again at once
+		// may still be draining here: its next run starts after it (its
+		// clients have the same ids).
+		prev := running[g.Task]
+		done := make(chan struct{})
+		running[g.Task] = done
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer close(done)
+			if prev != nil {
+				select {
+				case <-prev:
+				case <-rctx.Done():
+					g.Release()
+					return
+				}
+			}
 			if err := fr.runTask(rctx, g, tasks, fr.runWorkers); err != nil {
 				cancel(err)
 			}
@@ -288,7 +305,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 
 	if !f.Enabled {
 		// MM2 runs a heartbeat connector for a pair even when its
-		// replication is disabled (spec §2.4): heartbeats written into the
+		// replication is disabled: heartbeats written into the
 		// target come back through the reverse flow and show its health.
 		hdst, err := newClient(config.RoleTargetProducer, heartbeat.ProducerOpts()...)
 		if err != nil {
