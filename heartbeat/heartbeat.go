@@ -184,6 +184,12 @@ func (e *Emitter) Run(ctx context.Context) error {
 		zap.Int32("partitions", n),
 		zap.Duration("interval", e.o.Interval))
 
+	// Stopped, not failed: the timestamp is no longer this emitter's.
+	defer func() {
+		if ctx.Err() != nil {
+			e.m.stopped(e.flow)
+		}
+	}()
 	var s streak
 	t := time.NewTicker(e.o.Interval)
 	defer t.Stop()

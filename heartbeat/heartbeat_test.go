@@ -66,10 +66,17 @@ func (f *fixture) emitter(t *testing.T, o Options) *Emitter {
 // runFor runs e for d of bubble time and returns what Run returned.
 func runFor(t *testing.T, e *Emitter, d time.Duration) error {
 	t.Helper()
+	return runThen(t, e, d, func() {})
+}
+
+// runThen is runFor calling running after d, before e is stopped.
+func runThen(t *testing.T, e *Emitter, d time.Duration, running func()) error {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
 	time.Sleep(d)
+	running()
 	cancel()
 	return <-done
 }
@@ -97,7 +104,10 @@ func TestEmitterWritesHeartbeats(t *testing.T) {
 		f := newFixture(t)
 		e := f.emitter(t, Options{Source: "A", Target: "B", Policy: policy.New(policy.KindDefault, "", true, ""), Interval: time.Second})
 		start := time.Now()
-		require.NoError(t, runFor(t, e, 10*time.Second+500*time.Millisecond))
+		var lastSeen float64
+		require.NoError(t, runThen(t, e, 10*time.Second+500*time.Millisecond, func() {
+			lastSeen = testutil.ToFloat64(e.m.last.WithLabelValues("A->B"))
+		}))
 
 		recs := f.readTopic(t, "heartbeats")
 		require.Len(t, recs, 10, "one heartbeat per interval, the first one interval after start")
@@ -115,7 +125,7 @@ func TestEmitterWritesHeartbeats(t *testing.T) {
 
 		require.Equal(t, 10.0, testutil.ToFloat64(e.m.records.WithLabelValues("A->B")))
 		last, _ := policy.DecodeHeartbeat(recs[9].Key, recs[9].Value)
-		require.Equal(t, float64(last.Timestamp)/1000, testutil.ToFloat64(e.m.last.WithLabelValues("A->B")))
+		require.Equal(t, float64(last.Timestamp)/1000, lastSeen)
 		problems, err := testutil.GatherAndLint(f.reg)
 		require.NoError(t, err)
 		require.Empty(t, problems)
@@ -260,6 +270,23 @@ func TestEmitterWriteTimeout(t *testing.T) {
 }
 
 // Emitters of several flows, and a restarted emitter, share one registry.
+// TestEmitterStopDeletesItsTimestamp: an emitter stopped (its flow removed
+// by a reload, or its task moved to another instance) deletes its
+// last-heartbeat series, on which the stale-heartbeats alert would fire
+// for ever; one that keeps failing keeps it.
+func TestEmitterStopDeletesItsTimestamp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		e := f.emitter(t, Options{Source: "A", Target: "B", Interval: time.Second})
+		series := func() int { return testutil.CollectAndCount(f.reg, "mm2go_heartbeat_last_timestamp_seconds") }
+		require.NoError(t, runThen(t, e, 2*time.Second+500*time.Millisecond, func() {
+			require.Equal(t, 1, series(), "exported while it runs")
+		}))
+		require.Zero(t, series(), "deleted when it stopped")
+		require.Equal(t, 2.0, testutil.ToFloat64(e.m.records.WithLabelValues("A->B")), "counters stay")
+	})
+}
+
 func TestEmittersShareRegistry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)

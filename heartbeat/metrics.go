@@ -78,6 +78,14 @@ func (m *metrics) written(flow string, ts time.Time) {
 	}
 }
 
+// stopped deletes the flow's last-heartbeat timestamp: this emitter no
+// longer runs (another instance may run the flow's heartbeats now).
+func (m *metrics) stopped(flow string) {
+	if m != nil {
+		m.last.DeleteLabelValues(flow)
+	}
+}
+
 func (m *metrics) error(flow, reason string) {
 	if m != nil {
 		m.errors.WithLabelValues(flow, reason).Inc()

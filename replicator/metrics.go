@@ -268,6 +268,19 @@ func (m *metrics) setTopics(flow, task string, n int) {
 	}
 }
 
+// forgetTopic deletes the gauges of a source topic the task no longer
+// copies (deleted on the source, or no longer selected).
+func (m *metrics) forgetTopic(flow, task, topic string, partitions []int32) {
+	if m == nil {
+		return
+	}
+	m.lag.DeleteLabelValues(flow, topic, task)
+	m.lagSeconds.DeleteLabelValues(flow, topic, task)
+	for _, p := range partitions {
+		m.partitionLag.DeleteLabelValues(flow, topic, strconv.Itoa(int(p)))
+	}
+}
+
 // forgetTask deletes the gauges of a flow's task, and the partition lag of
 // the partitions it copied: the task stopped on this instance (the process
 // stops, or the task moved to another instance, which exports them now).

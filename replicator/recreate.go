@@ -156,6 +156,17 @@ func (r *Replicator) stopTopics(topics []string) []*partition {
 	// memory of the topic ID, so that a recreated topic can be consumed
 	// when it is added again.
 	r.src.PurgeTopicsFromConsuming(purge...)
+	// Their gauges would keep their last values (and the lag alerts
+	// firing) for as long as the process runs.
+	for _, t := range purge {
+		var parts []int32
+		for _, p := range removed {
+			if p.topic == t {
+				parts = append(parts, p.partition)
+			}
+		}
+		r.m.forgetTopic(r.flow, r.task, t, parts)
+	}
 	return removed
 }
 

@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
@@ -67,4 +68,32 @@ func TestTasksSplitPartitions(t *testing.T) {
 	b.run(f, reg)
 	require.Equal(t, sent, b.read("A.orders", 1200))
 	require.NoError(t, stop0())
+}
+
+// TestDeletedTopicLeavesNoSeries: the lag gauges of a source topic that is
+// deleted go with it; before, they kept their last values (and the lag
+// alerts firing) until the process restarted.
+func TestDeletedTopicLeavesNoSeries(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "gone", 2, nil)
+	b.createTopic(b.srcAdm, "stays", 1, nil)
+	b.produce("gone", 2, 0, 20)
+	b.produce("stays", 1, 0, 10)
+	reg := prometheus.NewRegistry()
+	b.run(b.flow(), reg)
+	b.read("A.gone", 20)
+	lag := func(topic string) int {
+		n, _ := seriesOf(t, reg, "mm2go_replicator_lag_records", map[string]string{"topic": topic})
+		return n
+	}
+	waitFor(t, "lag series of both topics", func() bool { return lag("gone") == 1 && lag("stays") == 1 })
+
+	resps, err := b.srcAdm.DeleteTopics(context.Background(), "gone")
+	require.NoError(t, err)
+	require.NoError(t, resps.Error())
+	waitFor(t, "the deleted topic's series gone", func() bool {
+		n, _ := seriesOf(t, reg, "mm2go_replicator_lag_seconds", map[string]string{"topic": "gone"})
+		return lag("gone") == 0 && n == 0
+	})
+	require.Equal(t, 1, lag("stays"), "the other topic keeps its series")
 }
