@@ -291,21 +291,32 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	// The changed flows stop together, so that a reload takes one drain
+	// (--drain-timeout) however many flows it changes, and without the
+	// lock, so that /readyz answers meanwhile.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	var stopped, started []string
+	var stopping []*flowHandle
 	for name, h := range d.flows {
 		if f, ok := want[name]; ok && f.Fingerprint() == h.fingerprint {
 			continue
 		}
 		h.cancel()
-		<-h.done
+		stopping = append(stopping, h)
 		delete(d.flows, name)
 		stopped = append(stopped, name)
+	}
+	d.mu.Unlock()
+	for _, h := range stopping {
+		<-h.done
+	}
+	for _, name := range stopped {
 		if _, ok := want[name]; !ok {
 			d.m.forgetFlow(name) // gone, not restarted: its series end
 		}
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for name, f := range want {
 		if _, ok := d.flows[name]; ok {
 			continue

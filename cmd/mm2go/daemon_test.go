@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -332,4 +333,65 @@ func TestDaemonReloadForgetsRemovedFlows(t *testing.T) {
 		}
 	}
 	require.True(t, flows("mm2go_flow_restarts_total")["A->B"], "the remaining flow keeps its series")
+}
+
+// TestDaemonReloadDrainsFlowsTogether: a reload that stops several flows
+// stops them together, so it takes one drain however many flows it changes,
+// and /readyz answers while they drain. (Before, they drained one after
+// another under the daemon's lock: N drains, and /readyz blocked.)
+func TestDaemonReloadDrainsFlowsTogether(t *testing.T) {
+	src, dst := newCluster(t), newCluster(t)
+	cfg := testConfig(t, src, dst)
+	d, err := newDaemon(daemonOptions{Config: cfg, Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),
+		Registry: prometheus.NewRegistry(), DrainTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	d.m = newDaemonMetrics(prometheus.NewRegistry())
+
+	// Three running flows that the new file drops; each takes drain to
+	// stop once cancelled.
+	const drain = 600 * time.Millisecond
+	for _, name := range []string{"X->Y1", "X->Y2", "X->Y3"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		h := &flowHandle{fr: &flowRunner{flow: &config.Flow{}}, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			<-ctx.Done()
+			time.Sleep(drain)
+			close(h.done)
+		}()
+		d.flows[name] = h
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		for _, h := range d.flows {
+			<-h.done
+		}
+	}()
+	start := time.Now()
+	applied := make(chan error, 1)
+	go func() { applied <- d.apply(ctx, cfg) }()
+
+	// /readyz answers while the flows drain.
+	time.Sleep(drain / 4)
+	answered := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		d.ready(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		answered <- rec.Code
+	}()
+	select {
+	case <-answered:
+	case <-applied:
+		t.Fatal("the reload finished before /readyz was asked: no drain to overlap")
+	case <-time.After(drain / 2):
+		t.Fatal("/readyz blocked while flows drained")
+	}
+	require.NoError(t, <-applied)
+	took := time.Since(start)
+	require.Less(t, took, 2*drain, "three flows drained one after another (%s)", took)
+	require.Contains(t, d.flows, "A->B")
+	for _, name := range []string{"X->Y1", "X->Y2", "X->Y3"} {
+		require.NotContains(t, d.flows, name)
+	}
 }
