@@ -165,6 +165,13 @@ func (c *Checkpointer) Index() *Index { return c.idx }
 // returned: each is logged, counted in mm2go_checkpoint_errors_total and
 // retried at the next interval.
 func (c *Checkpointer) Run(ctx context.Context) error {
+	// Stopped, not failed: the gauges are no longer this checkpointer's
+	// (one that fails is started again and keeps them).
+	defer func() {
+		if ctx.Err() != nil {
+			c.m.stopped(c.flow)
+		}
+	}()
 	err := c.startGuarded(ctx)
 	if ctx.Err() != nil {
 		return nil

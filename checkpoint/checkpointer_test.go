@@ -301,3 +301,33 @@ func mustFilter(t *testing.T, include, exclude []string) *policy.Filter {
 	require.NoError(t, err)
 	return f
 }
+
+// TestStoppedCheckpointerDeletesItsGauges: a checkpointer stopped (its flow
+// removed by a reload, or its task moved to another instance) deletes its
+// gauges, on which the stale-checkpoints alert would fire for ever; the
+// counters stay.
+func TestStoppedCheckpointerDeletesItsGauges(t *testing.T) {
+	b := newBed(t)
+	f := b.flow("topics = t")
+	createTopic(t, b.src, "t", 1)
+	createTopic(t, b.dst, "A.t", 1)
+	b.writeMap(mseg("t", 0, 0, 99, 0), mpos("t", 0, 100, 100))
+	commit(t, b.srcAdm, "g", "t", map[int32]int64{0: 50}, "")
+	reg := prometheus.NewRegistry()
+	stop := run(t, b.newCheckpointer(f, reg, nil))
+	gauges := []string{"mm2go_checkpoint_last_emit_timestamp_seconds", "mm2go_checkpoint_age_seconds",
+		"mm2go_checkpoint_index_segments", "mm2go_checkpoint_groups"}
+	waitFor(t, "the gauges exported", func() bool {
+		for _, name := range gauges {
+			if testutil.CollectAndCount(reg, name) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, stop())
+	for _, name := range gauges {
+		require.Zero(t, testutil.CollectAndCount(reg, name), "%s after the stop", name)
+	}
+	require.Equal(t, 1, testutil.CollectAndCount(reg, "mm2go_checkpoint_checkpoints_total"), "counters stay")
+}

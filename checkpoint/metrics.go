@@ -137,6 +137,19 @@ func (m *metrics) init(flow string) {
 	}
 }
 
+// stopped deletes the flow's gauges: this checkpointer no longer runs (the
+// flow was removed, or the task that runs it moved to another instance,
+// which exports them now). Counters stay.
+func (m *metrics) stopped(flow string) {
+	if m == nil {
+		return
+	}
+	byFlow := prometheus.Labels{"flow": flow}
+	for _, g := range []*prometheus.GaugeVec{m.lastEmit, m.age, m.segments, m.degraded, m.groups} {
+		g.DeletePartialMatch(byFlow)
+	}
+}
+
 func (m *metrics) emitted(flow string) {
 	if m != nil {
 		m.lastEmit.WithLabelValues(flow).SetToCurrentTime()
