@@ -221,8 +221,9 @@ type Flow struct {
 	// DefaultsFromTarget). MM2 ignores the key at top level, and so does
 	// mm2go.
 	UseDefaultsFrom DefaultsFrom
-	// TasksMax is "tasks.max" (default 1). mm2go accepts it but runs one poll
-	// loop per flow.
+	// TasksMax is "tasks.max" (default 1): the number of tasks the flow is
+	// split into when its task topic is created; the instances running the
+	// file share them (cmd/mm2go, internal/fence).
 	TasksMax int
 	// AdminTimeout is "admin.timeout.ms" (default 60000 ms).
 	AdminTimeout time.Duration

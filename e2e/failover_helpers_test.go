@@ -196,7 +196,10 @@ func dataEnds(t *testing.T, adm *kadm.Client, ends map[partKey]int64) map[partKe
 	defer cancel()
 	seeds, err := ktest.Seeds(ctx, adm)
 	require.NoError(t, err)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, itopic.ReaderOpts()...)...)
+	// read_uncommitted: an open transaction of a producer on the topic
+	// would hold a read_committed reader below the end for ever. The
+	// remote topics hold committed records only (mm2go copies them so).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
 	require.NoError(t, err)
 	defer cl.Close()
 	last := make(map[partKey]int64)

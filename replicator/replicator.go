@@ -18,8 +18,8 @@
 // topic that was deleted and recreated instead of resuming the new topic at
 // the old topic's offset (recreate.go).
 //
-// The copy path works per fetched batch: one poll loop for the flow, records
-// handed to the producer as fetched, no per-record goroutines or
+// The copy path works per fetched batch: one poll loop per replicator (a task
+// of the flow), records handed to the producer as fetched, no per-record goroutines or
 // allocations. A record the target refuses pauses its partition, which is
 // retried with backoff from the last acknowledged offset: nothing is skipped.
 //
