@@ -128,21 +128,16 @@ func (s *procSet) stop(timeout time.Duration) (took time.Duration, killed bool, 
 func limitCPU(name string, pid int, quota float64) (string, error) {
 	const period = 100_000 // µs
 	us := strconv.Itoa(int(quota * period))
-	var dir, procs string
-	var files [][2]string
+	dir := filepath.Join("/sys/fs/cgroup/cpu", name)
+	files := [][2]string{{"cpu.cfs_period_us", strconv.Itoa(period)}, {"cpu.cfs_quota_us", us}}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		dir = filepath.Join("/sys/fs/cgroup", name)
 		files = [][2]string{{"cpu.max", us + " " + strconv.Itoa(period)}}
-		procs = "cgroup.procs"
-	} else {
-		dir = filepath.Join("/sys/fs/cgroup/cpu", name)
-		files = [][2]string{{"cpu.cfs_period_us", strconv.Itoa(period)}, {"cpu.cfs_quota_us", us}}
-		procs = "cgroup.procs"
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create cgroup %s for a CPU quota (the scale phase needs root and the cpu controller): %w", dir, err)
 	}
-	for _, f := range append(files, [2]string{procs, strconv.Itoa(pid)}) {
+	for _, f := range append(files, [2]string{"cgroup.procs", strconv.Itoa(pid)}) {
 		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0o644); err != nil {
 			_ = os.Remove(dir)
 			return "", fmt.Errorf("cgroup %s: write %s: %w", dir, f[0], err)

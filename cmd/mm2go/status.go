@@ -97,12 +97,10 @@ func taskShares(ctx context.Context, f *config.Flow, tasks int) ([]map[string][]
 	if tasks <= 0 {
 		return nil, nil
 	}
-	topics, err := policy.NewFilter(f.Topics, f.TopicsExclude)
+	sel, err := selectorFor(f)
 	if err != nil {
 		return nil, err
 	}
-	sel := policy.TopicSelector{Policy: policyFor(f), Topics: topics,
-		HeartbeatsReplication: f.HeartbeatsReplicationEnabled, TargetAlias: f.Target}
 	cl, err := kgo.NewClient(f.Client(config.RoleSourceAdmin).Opts()...)
 	if err != nil {
 		return nil, err

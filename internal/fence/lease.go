@@ -38,11 +38,10 @@ type Lease struct {
 	instanceFenced chan struct{}
 	fencedOnce     sync.Once
 
-	mu         sync.Mutex
-	pending    []*Grant         // assigned, not yet taken by Wait
-	held       map[int32]*Grant // taken by Wait, not yet released; by task
-	inGroup    bool             // an assignment (maybe empty) is in force
-	generation int32            // of the last assignment
+	mu      sync.Mutex
+	pending []*Grant         // assigned, not yet taken by Wait
+	held    map[int32]*Grant // taken by Wait, not yet released; by task
+	inGroup bool             // an assignment (maybe empty) is in force
 
 	grants chan struct{} // signalled when pending grows
 }
@@ -159,7 +158,7 @@ func Join(o LeaseOptions) (*Lease, error) {
 // (a cooperative assignment names only what it adds).
 func (l *Lease) assigned(gen int32, tasks []int32) {
 	l.mu.Lock()
-	l.inGroup, l.generation = true, gen
+	l.inGroup = true
 	for _, task := range tasks {
 		ctx, cancel := context.WithCancel(context.Background())
 		g := &Grant{Task: task, Generation: gen, ctx: ctx, cancel: cancel, released: make(chan struct{})}
