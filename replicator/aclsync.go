@@ -57,6 +57,8 @@ func (s *aclSync) round(ctx context.Context) {
 	r := s.r
 	described, err := describeTopicACLs(ctx, r.o.SourceAdmin)
 	switch {
+	case stopped(ctx):
+		return
 	case errors.Is(err, kerr.SecurityDisabled):
 		if !s.noAuthorizer {
 			s.noAuthorizer = true
@@ -82,6 +84,9 @@ func (s *aclSync) round(ctx context.Context) {
 	}
 	created, failed := createTopicACLs(ctx, r.o.TargetAdmin, bindings)
 	r.m.aclsSyncedAdd(r.flow, created)
+	if stopped(ctx) {
+		return
+	}
 	if len(failed) > 0 {
 		r.m.error(r.flow, reasonACLSync)
 		topics := make([]string, 0, len(failed))

@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -269,6 +270,37 @@ func TestACLSyncWithoutAuthorizer(t *testing.T) {
 				return n
 			}
 			c.check(t, b, count, reg)
+		})
+	}
+}
+
+// TestACLSyncRoundStoppedIsNoFailure: a round that the flow's stop cuts
+// short (while describing on the source, or while creating on the target)
+// is neither logged as a failure nor counted as an error.
+func TestACLSyncRoundStoppedIsNoFailure(t *testing.T) {
+	for _, at := range []string{"describe", "create"} {
+		t.Run(at, func(t *testing.T) {
+			b := newBed(t)
+			b.createTopic(b.srcAdm, "orders", 1, nil)
+			createACL(t, b.srcAdm, "orders", kadm.ACLPatternLiteral, "User:dummy", kadm.OpRead, true)
+			ctx, cancel := context.WithCancel(context.Background())
+			if at == "describe" {
+				cancel()
+			} else {
+				b.dst.ControlKey(int16(kmsg.CreateACLs), func(kmsg.Request) (kmsg.Response, error, bool) {
+					cancel()
+					return nil, errors.New("the flow stopped"), true
+				})
+			}
+			defer cancel()
+			log, observed := observedLogger(t)
+			reg := prometheus.NewRegistry()
+			r, closeClients := b.replicator(b.flow("A->B.topics = orders"), reg, log)
+			defer closeClients()
+			(&aclSync{r: r}).round(ctx)
+			require.Error(t, ctx.Err())
+			require.Zero(t, observed.FilterLevelExact(zapcore.WarnLevel).Len(), "warnings: %v", observed.All())
+			require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonACLSync}))
 		})
 	}
 }

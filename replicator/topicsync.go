@@ -35,6 +35,12 @@ func runEvery(ctx context.Context, interval, timeout time.Duration, round func(c
 	}
 }
 
+// stopped reports whether a round's context ended because the flow stops
+// (not because the round timed out): what failed then is no failure.
+func stopped(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.Canceled)
+}
+
 // configSyncLoop keeps the configs of the flow's remote topics in step with
 // their source topics, once at start and then every
 // sync.topic.configs.interval.seconds (MM2 default 600 s). Failures are
@@ -163,6 +169,9 @@ func (r *Replicator) syncTopicConfigs(ctx context.Context, cs *configSync) {
 	}
 	sort.Strings(topics)
 	rcs, err := r.o.SourceAdmin.DescribeTopicConfigs(ctx, topics...)
+	if stopped(ctx) {
+		return
+	}
 	if err != nil {
 		// kadm may return the configs of the topics whose brokers answered.
 		r.m.error(r.flow, reasonConfigSync)
@@ -284,8 +293,8 @@ func strOr(v *string) string {
 func (r *Replicator) alterRemoteConfigs(ctx context.Context, ops []kadm.AlterConfig, remotes []string) []string {
 	sort.Strings(remotes)
 	resps, err := r.o.TargetAdmin.AlterTopicConfigs(ctx, ops, remotes...)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return nil // a shutdown
+	if stopped(ctx) {
+		return nil
 	}
 	if err != nil {
 		r.m.error(r.flow, reasonConfigSync)
