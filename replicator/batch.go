@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 
@@ -124,10 +125,10 @@ func setCRC(b []byte) {
 	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], crc32c))
 }
 
-// encodeBatch builds an uncompressed v2 batch of recs (already decoded; at
-// least one) for the records the batches copy mode cannot forward as
-// fetched. Producer fields are left for rewrite.
-func encodeBatch(recs []*kgo.Record) []byte {
+// encodeBatch builds a v2 batch of recs (already decoded; at least one) for
+// the records the batches copy mode cannot forward as fetched, compressed
+// with comp (nil: uncompressed). Producer fields are left for rewrite.
+func encodeBatch(recs []*kgo.Record, comp kgo.Compressor) []byte {
 	first, maxTS := recs[0].Timestamp.UnixMilli(), int64(-1)
 	var body []byte
 	for i, r := range recs {
@@ -155,6 +156,12 @@ func encodeBatch(recs []*kgo.Record) []byte {
 		FirstSequence:        -1,
 		NumRecords:           int32(len(recs)),
 		Records:              body,
+	}
+	if comp != nil {
+		var buf bytes.Buffer
+		if out, codec := comp.Compress(&buf, body); codec != kgo.CodecNone && out != nil {
+			rb.Attributes, rb.Records = int16(codec)&attrCompression, out
+		}
 	}
 	b := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-12))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func decode(t *testing.T, b []byte, base int64) []*kgo.Record {
 
 func TestEncodeAndRewriteKeepRecords(t *testing.T) {
 	want := testRecords()
-	b := encodeBatch(want)
+	b := encodeBatch(want, nil)
 	_, err := checkBatch(b)
 	require.NoError(t, err)
 
@@ -74,7 +75,7 @@ func TestEncodeAndRewriteKeepRecords(t *testing.T) {
 
 func TestForwardableRefusesWhatMustChange(t *testing.T) {
 	set := func(mut func(b []byte)) rawBatch {
-		b := encodeBatch(testRecords())
+		b := encodeBatch(testRecords(), nil)
 		mut(b)
 		rb, _, ok := nextBatch(b)
 		require.True(t, ok)
@@ -113,4 +114,31 @@ func checkBatch(b []byte) (kmsg.RecordBatch, error) {
 		return rb, errors.New("crc mismatch")
 	}
 	return rb, nil
+}
+
+// TestEncodeCompressed: a batch encoded with a compressor carries its
+// codec in the attributes and decodes to the same records.
+func TestEncodeCompressed(t *testing.T) {
+	for name, c := range map[string]kgo.CompressionCodec{"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()} {
+		t.Run(name, func(t *testing.T) {
+			comp, err := kgo.DefaultCompressor(c)
+			require.NoError(t, err)
+			want := testRecords()
+			want[0].Value = []byte(strings.Repeat("compressible ", 100))
+			b := encodeBatch(want, comp)
+			got, err := checkBatch(b)
+			require.NoError(t, err)
+			require.NotZero(t, got.Attributes&attrCompression, "compressed")
+			recs := decode(t, b, 7)
+			require.Len(t, recs, len(want))
+			for i, r := range recs {
+				require.Equal(t, want[i].Key, r.Key, "record %d", i)
+				require.Equal(t, want[i].Value, r.Value, "record %d", i)
+				require.Equal(t, want[i].Timestamp.UnixMilli(), r.Timestamp.UnixMilli(), "record %d", i)
+				require.Equal(t, want[i].Headers, r.Headers, "record %d", i)
+				require.Equal(t, uint8(got.Attributes&attrCompression), r.Attrs.CompressionType())
+			}
+		})
+	}
 }

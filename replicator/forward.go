@@ -63,6 +63,28 @@ var _ feed = (*kgo.Client)(nil)
 // itself, below the brokers' default max.message.bytes (1 MiB).
 const maxEncodedBatch = 512 << 10
 
+// coalesceRecords: a partition's fetched batches that hold fewer records
+// than this on average (a producer with linger.ms=0 or a low rate writes a
+// batch per record or two) are decoded and encoded again as few batches.
+// Forwarded as they are, a Produce request carries one batch per partition,
+// so the copy would advance one such batch per round trip to the target.
+const coalesceRecords = 8
+
+// coalesce reports whether a partition's fetched batches are small enough
+// to be encoded again together (see coalesceRecords); batches of large
+// records are forwarded.
+func coalesce(raws []rawBatch) bool {
+	if len(raws) < 2 {
+		return false
+	}
+	var records, size int
+	for _, rb := range raws {
+		records += int(rb.count)
+		size += len(rb.b)
+	}
+	return records < coalesceRecords*len(raws) && size < len(raws)*(64<<10)
+}
+
 // forwarder fetches and produces raw batches for one flow.
 type forwarder struct {
 	r *Replicator
@@ -71,6 +93,9 @@ type forwarder struct {
 	isolation                       kgo.IsolationLevel
 	produceTimeout                  time.Duration
 	decompressor                    kgo.Decompressor
+	// compressors by codec (kgo.CompressionCodecType; nil for none): a
+	// batch encoded again is compressed as its source batches were.
+	compressors [kgo.CodecZstd + 1]kgo.Compressor
 
 	// srcStale and dstStale ask for the source's and the target's
 	// metadata to be reloaded before the next request.
@@ -137,6 +162,14 @@ func newForwarder(r *Replicator) *forwarder {
 		fenced:         make(map[tp]bool),
 		fenceReqs:      make(chan fenceRequest),
 		sendDone:       make(chan struct{}),
+	}
+	for t, c := range map[kgo.CompressionCodecType]kgo.CompressionCodec{kgo.CodecGzip: kgo.GzipCompression(),
+		kgo.CodecSnappy: kgo.SnappyCompression(), kgo.CodecLz4: kgo.Lz4Compression(), kgo.CodecZstd: kgo.ZstdCompression()} {
+		comp, err := kgo.DefaultCompressor(c)
+		if err != nil {
+			panic(err) // the default codecs are valid
+		}
+		fw.compressors[t] = comp
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
 		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)
@@ -537,7 +570,7 @@ func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []
 	if len(raws) == 0 {
 		return nil
 	}
-	if !forward {
+	if !forward || coalesce(raws) {
 		return fw.reencode(p, rp)
 	}
 	r := fw.r
@@ -581,7 +614,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 	var chunk []*kgo.Record
 	flush := func() {
 		if len(chunk) > 0 {
-			out = append(out, newEncodedBatch(p, epoch, chunk, func(rec *kgo.Record) int64 { return rec.Offset }))
+			out = append(out, fw.encode(p, epoch, chunk, func(rec *kgo.Record) int64 { return rec.Offset }))
 			p.inflight.Add(int64(len(chunk)))
 			chunk = nil
 		}
@@ -592,7 +625,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 			continue
 		}
 		n := recordSize(rec)
-		if size > 0 && size+n > maxEncodedBatch {
+		if size > 0 && (size+n > maxEncodedBatch || rec.Attrs.CompressionType() != chunk[0].Attrs.CompressionType()) {
 			flush()
 			size = 0
 		}
@@ -995,15 +1028,20 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 	up := func(rec *kgo.Record) int64 { return b.up(int(rec.Offset)) }
 	half := b.n / 2
 	return []*fwdBatch{
-		newEncodedBatch(b.p, b.epoch, fp.Records[:half], up),
-		newEncodedBatch(b.p, b.epoch, fp.Records[half:], up),
+		fw.encode(b.p, b.epoch, fp.Records[:half], up),
+		fw.encode(b.p, b.epoch, fp.Records[half:], up),
 	}, nil
 }
 
-// newEncodedBatch encodes recs (at least one) into a batch of p's to send;
-// up gives each record's upstream offset.
-func newEncodedBatch(p *partition, epoch uint32, recs []*kgo.Record, up func(*kgo.Record) int64) *fwdBatch {
-	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs), n: len(recs), maxTS: -1}
+// encode encodes recs (at least one) into a batch of p's to send,
+// compressed as the first of them was at the source; up gives each
+// record's upstream offset.
+func (fw *forwarder) encode(p *partition, epoch uint32, recs []*kgo.Record, up func(*kgo.Record) int64) *fwdBatch {
+	var comp kgo.Compressor
+	if c := recs[0].Attrs.CompressionType(); int(c) < len(fw.compressors) {
+		comp = fw.compressors[c]
+	}
+	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs, comp), n: len(recs), maxTS: -1}
 	for _, rec := range recs {
 		b.ups = append(b.ups, up(rec))
 		b.maxTS = max(b.maxTS, rec.Timestamp.UnixMilli())

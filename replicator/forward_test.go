@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,49 @@ func TestBatchesModeOutOfRangeErrorReason(t *testing.T) {
 			require.NotContains(t, msg, "<nil>")
 		})
 	}
+}
+
+// TestBatchesModeCoalescesSmallBatches: a backlog of one-record batches (a
+// producer with linger.ms=0) is not sent one batch per round trip: the
+// batches of a fetch are encoded again together, compressed with the
+// source's codec, and the copy is exact record by record and in the offset
+// map. A backlog of large batches is still forwarded as fetched.
+func TestBatchesModeCoalescesSmallBatches(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "tiny", 1, nil)
+	b.createTopic(b.srcAdm, "bulk", 1, nil)
+	const n = 300
+	tiny := newClient(t, b.src, kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	want := map[int32][]record{}
+	for i := range n {
+		r := &kgo.Record{Topic: "tiny", Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("value %d %s", i, strings.Repeat("compressible ", 20))),
+			Timestamp: time.UnixMilli(1_600_000_000_000 + int64(i%7)), Headers: []kgo.RecordHeader{{Key: "i", Value: []byte{byte(i)}}}}
+		require.NoError(t, tiny.ProduceSync(context.Background(), r).FirstErr()) // one batch each
+		want[0] = append(want[0], toRecord(r))
+	}
+	bulk := b.produce("bulk", 1, 0, n) // one batch
+
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	require.Equal(t, want, b.read("A.tiny", n))
+	require.Equal(t, bulk, b.read("A.bulk", n))
+	require.Eventually(t, func() bool {
+		segs, _ := b.offsetMap()
+		return len(segs[0]) > 0 && segs[0][len(segs[0])-1].Last == n-1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+
+	reencoded := sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathReencoded})
+	require.Positive(t, reencoded)
+	require.Less(t, reencoded, float64(n/10), "the tiny topic's %d batches were sent as %v", n, reencoded)
+	require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathForwarded}), "the bulk topic's batch")
+
+	cl := newClient(t, b.dst, kgo.ConsumeTopics("A.tiny"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	require.NoError(t, fs.Err0())
+	recs := fs.Records()
+	require.NotEmpty(t, recs)
+	require.Equal(t, uint8(kgo.CodecLz4), recs[0].Attrs.CompressionType(), "compressed as at the source")
 }
