@@ -625,7 +625,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 			continue
 		}
 		n := recordSize(rec)
-		if size > 0 && (size+n > maxEncodedBatch || rec.Attrs.CompressionType() != chunk[0].Attrs.CompressionType()) {
+		if size > 0 && size+n > maxEncodedBatch {
 			flush()
 			size = 0
 		}
@@ -1034,12 +1034,16 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 }
 
 // encode encodes recs (at least one) into a batch of p's to send,
-// compressed as the first of them was at the source; up gives each
-// record's upstream offset.
+// compressed with the codec of the first of them that was compressed at
+// the source (a producer leaves a batch uncompressed where compression
+// would not shrink it); up gives each record's upstream offset.
 func (fw *forwarder) encode(p *partition, epoch uint32, recs []*kgo.Record, up func(*kgo.Record) int64) *fwdBatch {
 	var comp kgo.Compressor
-	if c := recs[0].Attrs.CompressionType(); int(c) < len(fw.compressors) {
-		comp = fw.compressors[c]
+	for _, rec := range recs {
+		if c := rec.Attrs.CompressionType(); c != 0 && int(c) < len(fw.compressors) {
+			comp = fw.compressors[c]
+			break
+		}
 	}
 	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs, comp), n: len(recs), maxTS: -1}
 	for _, rec := range recs {
