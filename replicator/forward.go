@@ -63,26 +63,25 @@ var _ feed = (*kgo.Client)(nil)
 // itself, below the brokers' default max.message.bytes (1 MiB).
 const maxEncodedBatch = 512 << 10
 
-// coalesceRecords: a partition's fetched batches that hold fewer records
-// than this on average (a producer with linger.ms=0 or a low rate writes a
-// batch per record or two) are decoded and encoded again as few batches.
-// Forwarded as they are, a Produce request carries one batch per partition,
-// so the copy would advance one such batch per round trip to the target.
-const coalesceRecords = 8
+// coalesceBelow: a partition's fetched batches smaller than this on
+// average (a producer with linger.ms=0 or at a low rate writes a batch per
+// record or a few) are decoded and encoded again as few batches. Forwarded
+// as they are, a Produce request carries one batch per partition, so the
+// copy would advance one such batch per round trip to the target. Larger
+// batches are forwarded.
+const coalesceBelow = 32 << 10
 
 // coalesce reports whether a partition's fetched batches are small enough
-// to be encoded again together (see coalesceRecords); batches of large
-// records are forwarded.
+// to be encoded again together (see coalesceBelow).
 func coalesce(raws []rawBatch) bool {
 	if len(raws) < 2 {
 		return false
 	}
-	var records, size int
+	size := 0
 	for _, rb := range raws {
-		records += int(rb.count)
 		size += len(rb.b)
 	}
-	return records < coalesceRecords*len(raws) && size < len(raws)*(64<<10)
+	return size < len(raws)*coalesceBelow
 }
 
 // forwarder fetches and produces raw batches for one flow.
