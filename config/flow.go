@@ -187,16 +187,20 @@ type Flow struct {
 	// under the identity policy whose reverse flow is enabled too.
 	ProvenanceHeaders bool
 	provenanceMode    string
-	// CopyMode is mm2go's "mm2go.copy.mode": CopyRecords (default) decodes
-	// fetched records and re-batches them through the target producer;
-	// CopyBatches forwards fetched batches whose records need no change as
-	// they are (no decompression or recompression) and re-encodes the rest.
+	// CopyMode is mm2go's "mm2go.copy.mode": CopyBatches (default)
+	// forwards fetched batches whose records need no change as they are
+	// (no decompression or recompression) and re-encodes the rest;
+	// CopyRecords decodes fetched records and re-batches them through the
+	// target producer. A flow with provenance headers copies records.
 	CopyMode CopyMode
-	// Fencing is mm2go's "mm2go.copy.fencing": FencingNone (default) or
-	// FencingEpoch, which the batches copy mode's writer uses to fence
-	// older writers of the flow (internal/fence); no effect in the record
-	// mode.
+	// Fencing is mm2go's "mm2go.copy.fencing": FencingEpoch (the default in
+	// the batches mode), with which the batches mode's writer fences older
+	// writers of the flow (internal/fence), or FencingNone (always in the
+	// record mode).
 	Fencing Fencing
+	// copyModeOrigin and fencingOrigin are the keys as written that set
+	// CopyMode and Fencing, "" where they took their defaults.
+	copyModeOrigin, fencingOrigin string
 	// TopicConfigsKeep is mm2go's "mm2go.sync.topic.configs.keep" (default
 	// empty): regexes of topic config keys the periodic topic-config sync
 	// never changes on a remote topic, so that target-side overrides of them
@@ -514,11 +518,20 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		p.probs.warn(e.origin, "no effect for flow %s, as in MM2: group offsets are synced by the checkpoint tasks, which do not run without emit.checkpoints.enabled and emit.offset-syncs.enabled", f.Name())
 	}
 	f.OffsetLagMax = r.integer(keyOffsetLagMax, 100, 0, math.MaxInt64, "0..9223372036854775807")
-	f.CopyMode = choice(r, keyCopyMode, CopyRecords, CopyBatches)
-	f.Fencing = choice(r, keyFencing, FencingNone, FencingEpoch)
+	f.CopyMode = choice(r, keyCopyMode, CopyBatches, CopyRecords)
+	if f.CopyMode == CopyBatches {
+		f.Fencing = choice(r, keyFencing, FencingEpoch, FencingNone)
+	} else {
+		f.Fencing = choice(r, keyFencing, FencingNone, FencingEpoch)
+	}
+	if e, ok := r.get(keyCopyMode); ok {
+		f.copyModeOrigin = e.origin
+	}
+	if e, ok := r.get(keyFencing); ok {
+		f.fencingOrigin = e.origin
+	}
 	if f.Fencing == FencingEpoch && f.CopyMode != CopyBatches {
-		e, _ := r.get(keyFencing)
-		p.probs.warn(e.origin, "no effect for flow %s: only the batches copy mode (mm2go.copy.mode = batches) fences older writers", f.Name())
+		p.probs.warn(f.fencingOrigin, "no effect for flow %s: only the batches copy mode (mm2go.copy.mode = batches) fences older writers", f.Name())
 	}
 	f.GroupSyncMode = choice(r, keyGroupSyncMode, GroupSyncExact, GroupSyncPeriodic)
 	f.GroupSyncWatchInterval = r.millis(keyGroupSyncWatch, 250*time.Millisecond, 10)

@@ -373,14 +373,52 @@ func TestProvenanceHeaders(t *testing.T) {
 	require.ErrorContains(t, err, `mm2go.provenance.headers: invalid value (got "sometimes", want auto, true or false)`)
 }
 
-// TestCopyMode: mm2go.copy.mode defaults to records, is set per flow, and a
-// value other than records or batches is refused with the key named.
+// TestCopyMode: mm2go.copy.mode defaults to batches, with
+// mm2go.copy.fencing = epoch; both are set per flow; the record mode does not
+// fence (an explicit epoch there is a warning); a flow with provenance
+// headers copies records (a warning only where batches was asked for); a
+// value other than the modes is refused with the key named.
 func TestCopyMode(t *testing.T) {
-	c, _ := mustLoad(t, twoClusters+"b->a.enabled = true\na->b.mm2go.copy.mode = Batches\n")
+	c, ws := mustLoad(t, twoClusters+"b->a.enabled = true\na->b.mm2go.copy.mode = Records\n")
+	require.Equal(t, CopyRecords, c.Flow("a", "b").CopyMode)
+	require.Equal(t, FencingNone, c.Flow("a", "b").Fencing)
+	require.Equal(t, CopyBatches, c.Flow("b", "a").CopyMode)
+	require.Equal(t, FencingEpoch, c.Flow("b", "a").Fencing)
+	require.Empty(t, warnOnly(ws))
+
+	c, _ = mustLoad(t, twoClusters+"mm2go.copy.fencing = none\n")
 	require.Equal(t, CopyBatches, c.Flow("a", "b").CopyMode)
-	require.Equal(t, CopyRecords, c.Flow("b", "a").CopyMode)
+	require.Equal(t, FencingNone, c.Flow("a", "b").Fencing)
+
+	_, ws = mustLoad(t, twoClusters+"a->b.mm2go.copy.mode = records\na->b.mm2go.copy.fencing = epoch\n")
+	require.Len(t, warnOnly(ws), 1)
+	require.Contains(t, warnOnly(ws)[0], "mm2go.copy.fencing: no effect for flow a->b")
+
+	identity := twoClusters + "b->a.enabled = true\nreplication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+	c, ws = mustLoad(t, identity)
+	for _, f := range c.Flows {
+		require.True(t, f.ProvenanceHeaders, f.Name())
+		require.Equal(t, CopyRecords, f.CopyMode, f.Name())
+		require.Equal(t, FencingNone, f.Fencing, f.Name())
+	}
+	require.Empty(t, warnOnly(ws))
+	_, ws = mustLoad(t, identity+"a->b.mm2go.copy.mode = batches\n")
+	require.Len(t, warnOnly(ws), 1)
+	require.Contains(t, warnOnly(ws)[0], "mm2go.copy.mode: no effect for flow a->b: provenance headers are added to records")
+
 	_, _, err := load(t, twoClusters+"mm2go.copy.mode = bytes\n", nil, t.TempDir())
-	require.ErrorContains(t, err, `mm2go.copy.mode: invalid value (got "bytes", want records or batches)`)
+	require.ErrorContains(t, err, `mm2go.copy.mode: invalid value (got "bytes", want batches or records)`)
+}
+
+// warnOnly returns the warnings (not the notes) of a load as "key: message".
+func warnOnly(ws []Warning) []string {
+	var out []string
+	for _, w := range ws {
+		if w.Level == LevelWarn {
+			out = append(out, w.String())
+		}
+	}
+	return out
 }
 
 // TestHugeValues: a 10 MB pattern list gives a short error at once (the

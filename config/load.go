@@ -159,6 +159,15 @@ func (p *parser) build() *Config {
 			back := c.Flow(f.Target, f.Source)
 			f.ProvenanceHeaders = f.ReplicationPolicyClass == PolicyIdentity && f.Enabled && back != nil && back.Enabled
 		}
+		if f.ProvenanceHeaders && f.CopyMode == CopyBatches {
+			// Forwarded batches cannot carry a header more.
+			if f.copyModeOrigin != "" {
+				p.probs.warn(f.copyModeOrigin, "no effect for flow %s: provenance headers are added to records, so the flow copies records one by one (mm2go.copy.mode = records), without fencing", f.Name())
+			} else if f.fencingOrigin != "" && f.Fencing == FencingEpoch {
+				p.probs.warn(f.fencingOrigin, "no effect for flow %s: provenance headers are added to records, and the record copy mode does not fence older writers", f.Name())
+			}
+			f.CopyMode, f.Fencing = CopyRecords, FencingNone
+		}
 	}
 	p.validate(c)
 	return c

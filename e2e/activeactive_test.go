@@ -36,11 +36,11 @@ func TestIntegrationActiveActiveIdentity(t *testing.T) {
 	produceN(t, dcl, []string{topic}, 2, 200, &seq)
 
 	eventually(t, time.Minute, "both clusters hold 500 records", func() bool {
-		return endOffsets(t, e.srcAdm, topic) == 500 && endOffsets(t, e.dstAdm, topic) == 500
+		return records(t, e.srcAdm, topic) == 500 && records(t, e.dstAdm, topic) == 500
 	})
 	time.Sleep(3 * time.Second) // time for a loop to show, were there one
-	require.EqualValues(t, 500, endOffsets(t, e.srcAdm, topic), "nothing copied back to the source")
-	require.EqualValues(t, 500, endOffsets(t, e.dstAdm, topic), "nothing copied back to the target")
+	require.EqualValues(t, 500, records(t, e.srcAdm, topic), "nothing copied back to the source")
+	require.EqualValues(t, 500, records(t, e.dstAdm, topic), "nothing copied back to the target")
 
 	for _, seeds := range [][]string{sourceSeeds, targetSeeds} {
 		seen := map[string]int{}

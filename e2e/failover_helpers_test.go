@@ -223,19 +223,6 @@ func dataEnds(t *testing.T, adm *kadm.Client, ends map[partKey]int64) map[partKe
 	return out
 }
 
-// records counts the records of topic, transaction and abort markers left
-// out (see ktest.Records); -1 when they cannot be counted.
-func records(t *testing.T, adm *kadm.Client, topic string) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := ktest.Records(ctx, adm, topic)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
 // tryEndsOf is endsOf returning the first error.
 func tryEndsOf(adm *kadm.Client, alias string, topics ...string) (map[partKey]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -122,7 +122,7 @@ func (f *failover) run() {
 	eventually(t, 60*time.Second, "consumer and mm2go under way", func() bool {
 		require.NoError(t, f.prod.failure())
 		require.NoError(t, f.cons.failure())
-		return f.ty.delivered(e.src) >= 2000 && endOffsets(t, e.dstAdm, f.remote) > 0
+		return f.ty.delivered(e.src) >= 2000 && records(t, e.dstAdm, f.remote) > 0
 	})
 	// mm2go watches the group while it consumes, as in the runbook, where
 	// mm2go runs before the switch: its checkpoints of the group are there.
@@ -801,7 +801,7 @@ func TestIntegrationFailoverCheckpoints(t *testing.T) {
 
 	// Offsets here translate 1:1 (a plain topic copied from offset 0): no
 	// fencing, whose abort markers would shift the remote offsets.
-	cfg := flowConfig(e, "mm2.properties", e.src, e.dst, "!mm2go.copy.fencing")
+	cfg := flowConfig(e, "mm2.properties", e.src, e.dst, "!mm2go.copy.fencing", "mm2go.copy.fencing = none")
 	mm := e.start(mmArgs(cfg)...)
 	// The group never consumes while mm2go runs: the exact sync commits its
 	// offsets once a consumer of it started on the target.
@@ -884,7 +884,7 @@ func TestIntegrationFailoverNoOffsetSyncs(t *testing.T) {
 	eventually(t, 60*time.Second, "3000 records copied", func() bool { return records(t, e.dstAdm, e.remote(tp)) == 3000 })
 	// Progress stored: the copy path has run completely at least once.
 	eventually(t, 30*time.Second, "progress stored", func() bool {
-		return endOffsets(t, e.dstAdm, policy.ConnectOffsetsTopic(e.src)) > 0
+		return records(t, e.dstAdm, policy.ConnectOffsetsTopic(e.src)) > 0
 	})
 	pol := policy.New(policy.KindDefault, ".", true, e.src)
 	ctx := e.ctx()

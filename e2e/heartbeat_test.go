@@ -69,7 +69,7 @@ func TestIntegrationHeartbeats(t *testing.T) {
 
 	remoteHeartbeats := e.remote("heartbeats")
 	eventually(t, time.Minute, "heartbeats of both directions on the target", func() bool {
-		if endOffsets(t, e.dstAdm, remoteHeartbeats) == 0 {
+		if records(t, e.dstAdm, remoteHeartbeats) == 0 {
 			return false
 		}
 		own, _ := heartbeatsOf(t, targetSeeds, "heartbeats", e.src, e.dst)

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/internal/ktest"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -315,27 +316,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// endOffsets sums the end offsets of topic on a cluster (0 if missing).
-func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
+// records counts the records of topic on a cluster (0 if it is missing):
+// not its end offsets, which count the transaction markers of the batches
+// copy mode's fencing too.
+func records(t *testing.T, adm *kadm.Client, topic string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	n, err := ktest.Records(ctx, adm, topic)
 	if err != nil {
 		return 0
 	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			n += o.Offset
-		}
-	})
 	return n
 }
 
 // copyModeLine is the properties line that runs the suite in the copy mode
-// named by MM2GO_TEST_COPY_MODE (testbed/test.sh runs the end-to-end tests
-// once more with "batches"), or an empty line.
+// named by MM2GO_TEST_COPY_MODE (testbed/test.sh runs the replicator's and
+// the end-to-end tests once more with "records"), or an empty line (the
+// default, the batches mode).
 func copyModeLine() string {
 	if mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode != "" {
 		return "mm2go.copy.mode = " + mode
@@ -343,11 +341,11 @@ func copyModeLine() string {
 	return ""
 }
 
-// fencingLine is the properties line that runs the failover tests with the
-// writer fencing named by MM2GO_TEST_FENCING (testbed/test.sh's batches
-// pass: "epoch"), or an empty line. Every start of the flow then puts an
-// abort marker into every remote partition, which the sync and the failover
-// check must tell from other producers' records.
+// fencingLine is the properties line that sets the writer fencing named by
+// MM2GO_TEST_FENCING ("none" or "epoch"), or an empty line: the default,
+// epoch in the batches mode. Every start of a fencing flow puts an abort
+// marker into every remote partition, which the sync and the failover check
+// must tell from other producers' records.
 func fencingLine() string {
 	if fencing := os.Getenv("MM2GO_TEST_FENCING"); fencing != "" {
 		return "mm2go.copy.fencing = " + fencing

@@ -23,15 +23,15 @@ import (
 // the flow split into three tasks (tasks.max = 3): the flow's group spreads
 // them, one per process. A process running a task is repeatedly killed with
 // SIGKILL (and started again with its instance id, which gives it a task
-// back), and, in the batches copy mode, paused with SIGSTOP past its session
-// timeout and resumed: its tasks move to the others each time, and the
-// paused one must not write after it lost them (its producer epochs are
-// fenced). At the end the target holds exactly the source's records per
+// back), and, in the batches copy mode (the default), paused with SIGSTOP
+// past its session timeout and resumed: its tasks move to the others each
+// time, and the paused one must not write after it lost them (its producer
+// epochs are fenced). At the end the target holds exactly the source's records per
 // partition, none missing, none twice.
 //
-// The pause events run only in the batches mode, with
-// mm2go.copy.fencing = epoch: the record copy mode's franz-go producer has
-// no epoch the next holder could fence.
+// The pause events run only in the batches mode, whose default
+// mm2go.copy.fencing = epoch fences: the record copy mode's franz-go
+// producer has no epoch the next holder could fence.
 func TestIntegrationInstances(t *testing.T) {
 	e := newEnv(t)
 	const partitions, tasks = 12, 3
@@ -41,11 +41,9 @@ func TestIntegrationInstances(t *testing.T) {
 		topics = append(topics, tp)
 		e.createTopic(tp, partitions, nil)
 	}
-	batches := os.Getenv("MM2GO_TEST_COPY_MODE") == "batches"
-	cfg := e.config("tasks.max = " + strconv.Itoa(tasks))
-	if batches {
-		cfg = e.config("tasks.max = "+strconv.Itoa(tasks), "mm2go.copy.fencing = epoch")
-	}
+	// The batches mode (the default) fences; the record mode cannot.
+	fenced := os.Getenv("MM2GO_TEST_COPY_MODE") != "records" && os.Getenv("MM2GO_TEST_FENCING") != "none"
+	cfg := e.config("tasks.max = "+strconv.Itoa(tasks), fencingLine())
 	// The producer partitions by hand: a partition its metadata does not
 	// show yet fails its records.
 	eventually(t, 30*time.Second, "source topics with all their partitions", func() bool {
@@ -148,10 +146,11 @@ func TestIntegrationInstances(t *testing.T) {
 	t.Logf("tasks spread over the %d processes: %v", len(ids), o)
 
 	// Each event takes the session timeout (10 s) and more: the test
-	// command runs 2 (4 in the batches pass, half of them pauses); the
-	// acceptance run of docs/instances.md sets MM2GO_INSTANCE_EVENTS=10.
+	// command runs 4 (half of them pauses; 2 kills in the record mode's
+	// pass); the acceptance run of docs/instances.md sets
+	// MM2GO_INSTANCE_EVENTS=10.
 	events := 2
-	if batches {
+	if fenced {
 		events = 4
 	}
 	if s := os.Getenv("MM2GO_INSTANCE_EVENTS"); s != "" {
@@ -170,7 +169,7 @@ func TestIntegrationInstances(t *testing.T) {
 			h = o[int32(i%tasks)]
 			return o != nil
 		})
-		pause := batches && i%2 == 1
+		pause := fenced && i%2 == 1
 		at := time.Now()
 		if pause {
 			require.NoError(t, procs[h].cmd.Process.Signal(syscall.SIGSTOP))
@@ -233,14 +232,14 @@ func TestIntegrationInstances(t *testing.T) {
 			}
 		}
 	}
-	fenced := 0
+	refused := 0
 	for id, p := range procs {
-		fenced += strings.Count(p.out.String(), "took over with a newer epoch")
+		refused += strings.Count(p.out.String(), "took over with a newer epoch")
 		// Tasks moving (a revocation while a task starts included) are
 		// no failures that restart the flow.
 		require.NotContains(t, p.out.String(), "flow failed; restarting", "log of %s", id)
 	}
-	t.Logf("writes of a resumed holder refused by the fence: %d times", fenced)
+	t.Logf("writes of a resumed holder refused by the fence: %d times", refused)
 	slowest := func(ds []time.Duration) time.Duration { return slices.Max(ds).Round(100 * time.Millisecond) }
 	t.Logf("%d records, %d events, 0 missing, 0 duplicated; tasks moved within %s, records flowed again within %s, a returning process ran a task within %s",
 		want, events, slowest(moves), slowest(flows), slowest(backs))

@@ -222,7 +222,7 @@ func scCommit(t *testing.T, adm *kadm.Client, group, topic string, at map[int32]
 // is empty or missing).
 func scCheckpoints(t *testing.T, seeds []string, adm *kadm.Client, cpTopic, group, topic string) map[int32]policy.Checkpoint {
 	t.Helper()
-	if endOffsets(t, adm, cpTopic) == 0 {
+	if records(t, adm, cpTopic) == 0 {
 		return nil
 	}
 	out := make(map[int32]policy.Checkpoint)
@@ -315,7 +315,7 @@ func TestIntegrationMM2ActiveActive(t *testing.T) {
 	p := s.start("-c", cfg, "--web.listen-address", "")
 	onB, onA := s.src+"."+t1, s.dst+"."+t1
 	eventually(t, time.Minute, "both remote topics complete", func() bool {
-		return endOffsets(t, s.dstAdm, onB) == 30 && endOffsets(t, s.srcAdm, onA) == 30
+		return records(t, s.dstAdm, onB) == 30 && records(t, s.srcAdm, onA) == 30
 	})
 	require.Equal(t, sentA, scRecords(t, targetSeeds, onB), "records of %s", onB)
 	require.Equal(t, sentB, scRecords(t, sourceSeeds, onA), "records of %s", onA)
@@ -325,7 +325,7 @@ func TestIntegrationMM2ActiveActive(t *testing.T) {
 
 	t.Run("heartbeats on both sides", func(t *testing.T) {
 		eventually(t, time.Minute, "heartbeats and their remote copies", func() bool {
-			if endOffsets(t, s.dstAdm, s.src+".heartbeats") == 0 || endOffsets(t, s.srcAdm, s.dst+".heartbeats") == 0 {
+			if records(t, s.dstAdm, s.src+".heartbeats") == 0 || records(t, s.srcAdm, s.dst+".heartbeats") == 0 {
 				return false
 			}
 			own, _ := heartbeatsOf(t, targetSeeds, "heartbeats", s.src, s.dst)
@@ -352,7 +352,7 @@ func TestIntegrationMM2ActiveActive(t *testing.T) {
 		sent2 := produceN(t, s.srcCl, []string{t2}, 1, 10, &seqA)[t2] // partition 0, as MM2's test
 		sent3 := produceN(t, dstProducer, []string{t3}, 1, 10, &seqB)[t3]
 		eventually(t, time.Minute, "new topics replicated", func() bool {
-			return endOffsets(t, s.dstAdm, s.src+"."+t2) == 10 && endOffsets(t, s.srcAdm, s.dst+"."+t3) == 10
+			return records(t, s.dstAdm, s.src+"."+t2) == 10 && records(t, s.srcAdm, s.dst+"."+t3) == 10
 		})
 		require.Equal(t, sent2, scRecords(t, targetSeeds, s.src+"."+t2))
 		require.Equal(t, sent3, scRecords(t, sourceSeeds, s.dst+"."+t3))
@@ -364,8 +364,8 @@ func TestIntegrationMM2ActiveActive(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		require.Empty(t, scTopicsWithPrefix(t, s.dstAdm, s.src+"."+s.dst+"."), "topics of %s copied back to it", s.dst)
 		require.Empty(t, scTopicsWithPrefix(t, s.srcAdm, s.dst+"."+s.src+"."), "topics of %s copied back to it", s.src)
-		require.EqualValues(t, 30, endOffsets(t, s.dstAdm, onB))
-		require.EqualValues(t, 30, endOffsets(t, s.srcAdm, onA))
+		require.EqualValues(t, 30, records(t, s.dstAdm, onB))
+		require.EqualValues(t, 30, records(t, s.srcAdm, onA))
 	})
 
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second), "clean exit after SIGTERM")
@@ -409,7 +409,7 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 
 			p := s.start("-c", s.scConfig(false), "--web.listen-address", "")
 			remote := s.scRemote(main)
-			eventually(t, time.Minute, remote+" complete", func() bool { return endOffsets(t, s.dstAdm, remote) == 30 })
+			eventually(t, time.Minute, remote+" complete", func() bool { return records(t, s.dstAdm, remote) == 30 })
 			require.Equal(t, sent, scRecords(t, targetSeeds, remote))
 			eventually(t, 30*time.Second, "the compacted topic replicated with its config", func() bool {
 				return scTopicConfigs(t, s.dstAdm, s.scRemote(compacted))["cleanup.policy"].Value == "compact"
@@ -419,7 +419,7 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 				// The disabled flow dst->src still emits heartbeats into src,
 				// which come back as <src>.heartbeats under both policies.
 				eventually(t, time.Minute, "heartbeats", func() bool {
-					if endOffsets(t, s.dstAdm, s.src+".heartbeats") == 0 {
+					if records(t, s.dstAdm, s.src+".heartbeats") == 0 {
 						return false
 					}
 					own, _ := heartbeatsOf(t, targetSeeds, "heartbeats", s.src, s.dst)
@@ -440,7 +440,7 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 				created := time.Now()
 				scCreate(t, s.srcAdm, late, 3, nil)
 				sentLate := produceN(t, s.srcCl, []string{late}, 3, 30, &seq)[late]
-				eventually(t, time.Minute, "late topic replicated", func() bool { return endOffsets(t, s.dstAdm, s.scRemote(late)) == 30 })
+				eventually(t, time.Minute, "late topic replicated", func() bool { return records(t, s.dstAdm, s.scRemote(late)) == 30 })
 				t.Logf("topic created after start replicated within %.1fs", time.Since(created).Seconds())
 				require.Equal(t, sentLate, scRecords(t, targetSeeds, s.scRemote(late)))
 			})
@@ -485,7 +485,7 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 
 			t.Run("partition growth", func(t *testing.T) {
 				r := s.scRemote(grow)
-				eventually(t, time.Minute, r+" complete", func() bool { return endOffsets(t, s.dstAdm, r) == 10 })
+				eventually(t, time.Minute, r+" complete", func() bool { return records(t, s.dstAdm, r) == 10 })
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				resp, err := s.srcAdm.UpdatePartitions(ctx, 4, grow)
@@ -495,7 +495,7 @@ func TestIntegrationMM2OneWay(t *testing.T) {
 				// A new client, so that it knows the new partitions.
 				more := produceN(t, scProducer(t, sourceSeeds), []string{grow}, 4, 20, &seq)[grow]
 				eventually(t, time.Minute, r+" grown and complete", func() bool {
-					return scPartitions(t, s.dstAdm, r) == 4 && endOffsets(t, s.dstAdm, r) == 30
+					return scPartitions(t, s.dstAdm, r) == 4 && records(t, s.dstAdm, r) == 30
 				})
 				want := make(map[int32][]rec)
 				for p, rs := range sentGrow {
@@ -549,13 +549,13 @@ func TestIntegrationMM2SourceDefaultsAndLatest(t *testing.T) {
 				eventually(t, time.Minute, "a sentinel record replicated", func() bool {
 					produceN(t, s.srcCl, []string{sentinel}, 1, 1, &seq)
 					time.Sleep(300 * time.Millisecond)
-					return endOffsets(t, s.dstAdm, s.scRemote(sentinel)) > 0
+					return records(t, s.dstAdm, s.scRemote(sentinel)) > 0
 				})
 				sent := produceN(t, s.srcCl, []string{latest}, 3, 30, &seq)[latest]
 				r := s.scRemote(latest)
-				eventually(t, time.Minute, "the new records replicated", func() bool { return endOffsets(t, s.dstAdm, r) >= 30 })
+				eventually(t, time.Minute, "the new records replicated", func() bool { return records(t, s.dstAdm, r) >= 30 })
 				time.Sleep(time.Second)
-				require.EqualValues(t, 30, endOffsets(t, s.dstAdm, r), "only records produced after start")
+				require.EqualValues(t, 30, records(t, s.dstAdm, r), "only records produced after start")
 				require.Equal(t, sent, scRecords(t, targetSeeds, r), "10 per partition, the new ones")
 			})
 

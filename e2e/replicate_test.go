@@ -114,7 +114,7 @@ func TestIntegrationReplicate(t *testing.T) {
 	eventually(t, 2*time.Minute, "100k records on the target", func() bool {
 		var n int64
 		for _, tp := range topics {
-			n += endOffsets(t, e.dstAdm, e.remote(tp))
+			n += records(t, e.dstAdm, e.remote(tp))
 		}
 		return n >= 100_000
 	})
@@ -170,13 +170,13 @@ func TestIntegrationNewTopic(t *testing.T) {
 	var seq int
 	produceN(t, e.srcCl, []string{first}, 2, 10, &seq)
 	e.start("-c", e.config(), "--web.listen-address", "")
-	eventually(t, time.Minute, "first topic replicated", func() bool { return endOffsets(t, e.dstAdm, e.remote(first)) == 10 })
+	eventually(t, time.Minute, "first topic replicated", func() bool { return records(t, e.dstAdm, e.remote(first)) == 10 })
 
 	late := e.topic("late")
 	created := time.Now()
 	e.createTopic(late, 3, nil)
 	produceN(t, e.srcCl, []string{late}, 3, 30, &seq)
-	eventually(t, 30*time.Second, "late topic replicated", func() bool { return endOffsets(t, e.dstAdm, e.remote(late)) == 30 })
+	eventually(t, 30*time.Second, "late topic replicated", func() bool { return records(t, e.dstAdm, e.remote(late)) == 30 })
 	took := time.Since(created)
 	t.Logf("topic created while running replicated after %.1fs (refresh.topics.interval.seconds=1)", took.Seconds())
 	require.Less(t, took, 5*time.Second, "refresh interval 1s plus the copy")
@@ -215,12 +215,12 @@ func TestIntegrationKill(t *testing.T) {
 
 	p := e.start("-c", cfg, "--web.listen-address", "")
 	eventually(t, time.Minute, "some records copied", func() bool {
-		return endOffsets(t, e.dstAdm, e.remote(topics[0]))+endOffsets(t, e.dstAdm, e.remote(topics[1])) > 5000
+		return records(t, e.dstAdm, e.remote(topics[0]))+records(t, e.dstAdm, e.remote(topics[1])) > 5000
 	})
 	p.stop(t, syscall.SIGKILL, 10*time.Second)
 	var atKill int64
 	for _, tp := range topics {
-		atKill += endOffsets(t, e.dstAdm, e.remote(tp))
+		atKill += records(t, e.dstAdm, e.remote(tp))
 	}
 	mu.Lock()
 	sentAtKill := total(sent)
@@ -236,7 +236,7 @@ func TestIntegrationKill(t *testing.T) {
 	eventually(t, 2*time.Minute, "all records on the target", func() bool {
 		var n int64
 		for _, tp := range topics {
-			n += endOffsets(t, e.dstAdm, e.remote(tp))
+			n += records(t, e.dstAdm, e.remote(tp))
 		}
 		return n >= want
 	})
@@ -342,15 +342,15 @@ func TestIntegrationReload(t *testing.T) {
 	cfg := e.config(e.src + "->" + e.dst + ".topics.exclude = " + b)
 	addr := freePort(t)
 	p := e.start("-c", cfg, "--web.listen-address", addr)
-	eventually(t, time.Minute, "topic a copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(a)) == 10 })
-	require.Zero(t, endOffsets(t, e.dstAdm, e.remote(b)))
+	eventually(t, time.Minute, "topic a copied", func() bool { return records(t, e.dstAdm, e.remote(a)) == 10 })
+	require.Zero(t, records(t, e.dstAdm, e.remote(b)))
 	require.Equal(t, "ok\n", httpGet(t, "http://"+addr+"/healthz"))
 	eventually(t, 30*time.Second, "ready", func() bool { return getBody("http://"+addr+"/readyz") == "ready\n" })
 
 	// Widen the filter and reload.
 	require.NoError(t, os.WriteFile(cfg, []byte(strings.Replace(mustRead(t, cfg), e.src+"->"+e.dst+".topics.exclude = "+b, "", 1)), 0o600))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
-	eventually(t, time.Minute, "topic b copied after the reload", func() bool { return endOffsets(t, e.dstAdm, e.remote(b)) == 10 })
+	eventually(t, time.Minute, "topic b copied after the reload", func() bool { return records(t, e.dstAdm, e.remote(b)) == 10 })
 	require.InDelta(t, 1, scrape(t, addr, "mm2go_config_last_reload_successful"), 0)
 
 	// A broken file: refused, still copying.
@@ -358,7 +358,7 @@ func TestIntegrationReload(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
 	eventually(t, 30*time.Second, "the reload refused", func() bool { return scrape(t, addr, "mm2go_config_last_reload_successful") == 0 })
 	produceN(t, e.srcCl, []string{a}, 1, 5, &seq)
-	eventually(t, time.Minute, "copying goes on", func() bool { return endOffsets(t, e.dstAdm, e.remote(a)) == 15 })
+	eventually(t, time.Minute, "copying goes on", func() bool { return records(t, e.dstAdm, e.remote(a)) == 15 })
 	require.Contains(t, p.out.String(), "replication.factor")
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second))
 }

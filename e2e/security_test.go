@@ -307,7 +307,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 	p := (&env{t: t}).start("-c", cfg, "--log.level", "debug", "--web.listen-address", "127.0.0.1:"+strconv.Itoa(port))
 
 	eventually(t, time.Minute, "every record on the target", func() bool {
-		return endOffsets(t, b.dst.adm, remote) == n
+		return records(t, b.dst.adm, remote) == n
 	})
 	// The group never consumed while mm2go ran: the exact sync commits its
 	// offsets once a consumer of it started on the target.
@@ -330,7 +330,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 		{b.dst.adm, f.src + ".heartbeats"},
 		{b.src.adm, "mm2-offset-syncs." + f.dst + ".internal"},
 	} {
-		eventually(t, 30*time.Second, "records in "+w.topic, func() bool { return endOffsets(t, w.adm, w.topic) > 0 })
+		eventually(t, 30*time.Second, "records in "+w.topic, func() bool { return records(t, w.adm, w.topic) > 0 })
 	}
 	require.Equal(t, "86400000", topicConfig(t, b.dst.adm, remote, "retention.ms"), "topic configs copied at creation")
 
@@ -357,7 +357,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 		&kgo.Record{Topic: topic, Partition: 1, Value: []byte("after restart")}).FirstErr())
 	p2 := (&env{t: t}).start("-c", cfg, "--log.level", "debug", "--web.listen-address", "")
 	eventually(t, 30*time.Second, "the new records on the target", func() bool {
-		return endOffsets(t, b.dst.adm, remote) == n+2
+		return records(t, b.dst.adm, remote) == n+2
 	})
 	code, vout, verr := runBinary(t, "validate", "-c", cfg)
 	require.Equal(t, 0, code, "validate: %s%s", vout, verr)
@@ -366,7 +366,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 	require.Equal(t, 0, code, "validate --connect: %s%s", cout, cerr)
 	require.Regexp(t, `(?m)^\s*`+regexp.QuoteMeta(topic)+`\s+3\s+`+regexp.QuoteMeta(remote)+`\s+exists, 3 partitions`, cout)
 	require.Equal(t, 0, p2.stop(t, syscall.SIGTERM, 30*time.Second), "clean exit after SIGTERM")
-	require.Equal(t, int64(n+2), endOffsets(t, b.dst.adm, remote), "nothing copied twice after the restart")
+	require.Equal(t, int64(n+2), records(t, b.dst.adm, remote), "nothing copied twice after the restart")
 
 	log := p.out.String() + p2.out.String()
 	require.Contains(t, p2.out.String(), "checkpoints started")

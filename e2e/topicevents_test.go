@@ -24,7 +24,7 @@ func TestIntegrationSourceTopicRecreated(t *testing.T) {
 	produceN(t, e.srcCl, []string{topic}, 1, 20, &seq)
 	addr := freePort(t)
 	p := e.start("-c", e.config(), "--web.listen-address", addr)
-	eventually(t, time.Minute, "first incarnation copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(topic)) == 20 })
+	eventually(t, time.Minute, "first incarnation copied", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 20 })
 
 	_, err := e.srcAdm.DeleteTopics(e.ctx(), topic)
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func TestIntegrationSourceTopicRecreated(t *testing.T) {
 			scrape(t, addr, `mm2go_replicator_partitions_blocked{flow="`+e.src+`->`+e.dst+`",task="0"}`) == 1
 	})
 	time.Sleep(2 * time.Second)
-	require.EqualValues(t, 20, endOffsets(t, e.dstAdm, e.remote(topic)), "nothing of the new topic copied over the old one")
+	require.EqualValues(t, 20, records(t, e.dstAdm, e.remote(topic)), "nothing of the new topic copied over the old one")
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second))
 }
 
@@ -65,7 +65,7 @@ func TestIntegrationRetentionLoss(t *testing.T) {
 	produceN(t, e.srcCl, []string{topic}, 1, 10, &seq)
 	cfg := e.config()
 	p := e.start("-c", cfg, "--web.listen-address", "")
-	eventually(t, time.Minute, "first records copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(topic)) == 10 })
+	eventually(t, time.Minute, "first records copied", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 10 })
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second))
 
 	// While mm2go is down, 30 more records arrive and the first 25 of
@@ -78,7 +78,7 @@ func TestIntegrationRetentionLoss(t *testing.T) {
 
 	addr := freePort(t)
 	p = e.start("-c", cfg, "--web.listen-address", addr)
-	eventually(t, time.Minute, "the rest copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(topic)) == 15 })
+	eventually(t, time.Minute, "the rest copied", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 15 })
 	eventually(t, 30*time.Second, "the loss counted", func() bool {
 		return scrape(t, addr, `mm2go_replicator_source_records_lost_total{flow="`+e.src+`->`+e.dst+`",topic="`+topic+`"}`) == 25
 	})
@@ -97,7 +97,7 @@ func TestIntegrationSourceTopicDeletedQuietly(t *testing.T) {
 	// Ten seconds between topic refreshes: until the refresh drops the
 	// topic, every fetch of its six partitions fails.
 	p := e.start("-c", e.config("refresh.topics.interval.seconds = 10"), "--web.listen-address", "")
-	eventually(t, time.Minute, "the topic copied", func() bool { return endOffsets(t, e.dstAdm, e.remote(topic)) == 60 })
+	eventually(t, time.Minute, "the topic copied", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 60 })
 	before := len(p.out.String())
 
 	_, err := e.srcAdm.DeleteTopics(e.ctx(), topic)

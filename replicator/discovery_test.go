@@ -27,7 +27,7 @@ func TestGrowsRemoteTopic(t *testing.T) {
 		return leader >= 0
 	})
 	more := b.produce("orders", 4, 10, 20)
-	waitFor(t, "30 records on the target", func() bool { return b.endOffset(b.dstAdm, "A.orders") == 30 })
+	waitFor(t, "30 records on the target", func() bool { return b.copied("A.orders") == 30 })
 	got := b.read("A.orders", 30)
 	require.NoError(t, stop())
 

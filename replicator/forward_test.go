@@ -32,7 +32,8 @@ func TestBatchesModeForwardsAndReencodes(t *testing.T) {
 	b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
 	b.createTopic(b.srcAdm, "fwd", 2, nil)
 	reg := prometheus.NewRegistry()
-	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	// No fencing: its abort marker would take the first remote offset.
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), reg)
 	want := b.produce("fwd", 2, 0, 200)
 	require.Equal(t, want, b.read("A.fwd", 200)) // plain batches alone: forwarded
 
@@ -103,7 +104,8 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 	require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr()) // one batch of ~5 kB
 
 	reg := prometheus.NewRegistry()
-	stop := b.run(b.flow("mm2go.copy.mode = batches", "sync.topic.configs.enabled = false"), reg)
+	// No fencing: its abort marker would take the first remote offset.
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none", "sync.topic.configs.enabled = false"), reg)
 	require.Equal(t, want, b.read("A.wide", 12))
 	require.Eventually(t, func() bool {
 		segs, _ := b.offsetMap()

@@ -104,7 +104,7 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	require.Equal(t, newID.String(), errs[0].ContextMap()["topic_id"])
 	require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
 	time.Sleep(1500 * time.Millisecond) // more refreshes: still blocked, logged once
-	require.EqualValues(t, 10, b.endOffset(b.dstAdm, "A.orders"), "nothing of the new topic copied")
+	require.EqualValues(t, 10, b.copied("A.orders"), "nothing of the new topic copied")
 	require.Len(t, logged(logs, zapcore.ErrorLevel, blockedMessage), 1)
 
 	// The operator deletes the remote topic: mm2go creates it again and
@@ -125,7 +125,7 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	// A restart carries on with the new topic.
 	more := b.produce("orders", 1, 200, 2)
 	stop = b.run(b.flow(), nil)
-	waitFor(t, "5 records on the target", func() bool { return b.endOffset(b.dstAdm, "A.orders") == 5 })
+	waitFor(t, "5 records on the target", func() bool { return b.copied("A.orders") == 5 })
 	require.NoError(t, stop())
 	require.Equal(t, append(fresh[0], more[0]...), b.read("A.orders", 5)[0])
 }
@@ -167,7 +167,7 @@ func TestRecreatedSourceTopicWhileStopped(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, stop())
-	require.EqualValues(t, 5, b.endOffset(b.dstAdm, "A.orders"), "nothing of the new topic copied")
+	require.EqualValues(t, 5, b.copied("A.orders"), "nothing of the new topic copied")
 	errs := logged(logs, zapcore.ErrorLevel, blockedMessage)
 	require.Len(t, errs, 1)
 	require.Contains(t, errs[0].ContextMap()["detail"], "new topic ID")
@@ -207,7 +207,7 @@ func TestSourceBehindStoredProgress(t *testing.T) {
 				})
 				time.Sleep(500 * time.Millisecond)
 				require.NoError(t, stop())
-				require.EqualValues(t, 1, b.endOffset(b.dstAdm, "A.legacy"))
+				require.EqualValues(t, 1, b.copied("A.legacy"))
 				require.Len(t, logged(logs, zapcore.ErrorLevel, blockedMessage), 1)
 				require.Equal(t, map[int32]int64{0: 9}, b.progressOf()["legacy"], "progress left alone")
 				return
@@ -215,7 +215,7 @@ func TestSourceBehindStoredProgress(t *testing.T) {
 			require.Equal(t, want, b.read("A.legacy", 3))
 			waitFor(t, "progress stored", func() bool { return b.progressOf()["legacy"][0] == 2 })
 			require.NoError(t, stop())
-			require.EqualValues(t, 3, b.endOffset(b.dstAdm, "A.legacy"))
+			require.EqualValues(t, 3, b.copied("A.legacy"))
 			require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
 			require.Empty(t, logged(logs, zapcore.ErrorLevel, blockedMessage))
 		})

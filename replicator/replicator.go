@@ -275,13 +275,9 @@ func New(o Options) (*Replicator, error) {
 	}
 	r.provenance, r.origin = f.ProvenanceHeaders, []byte(f.Source)
 	r.src = o.Source
-	if f.CopyMode == config.CopyBatches {
-		if r.provenance {
-			r.log.Warn("mm2go.copy.mode=batches does not add provenance headers; copying records one by one")
-		} else {
-			r.fw = newForwarder(r)
-			r.src = r.fw
-		}
+	if f.CopyMode == config.CopyBatches { // never with provenance headers (config)
+		r.fw = newForwarder(r)
+		r.src = r.fw
 	}
 	r.promise = r.onProduced
 	r.age, r.latency = r.m.observers(r.flow)

@@ -5,7 +5,7 @@
 # then two single-node KRaft brokers and two three-node clusters), runs every Go test with the
 # race detector against them (unit, kfake and real-Kafka end-to-end tests alike, the switchover
 # trials with confluent-kafka clients included), then the replicator's and end-to-end tests once
-# more in the batches copy mode, and stops the clusters again.
+# more in the record copy mode, and stops the clusters again.
 #
 #   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
 #   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
@@ -27,11 +27,13 @@ fi
 echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS" >&2
 # shellcheck disable=SC2086
 go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
-# Once more in the batches copy mode (mm2go.copy.mode=batches), whose copy path is mm2go's own
-# fetch and produce requests: the replicator's and the end-to-end tests, failover included.
-echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=batches (the failover tests with mm2go.copy.fencing=epoch)" >&2
+# Once more in the record copy mode (mm2go.copy.mode=records), whose copy path is franz-go's
+# consumer and producer (the default, the batches mode, forwards with mm2go's own fetch and produce
+# requests and fences with mm2go.copy.fencing=epoch): the replicator's and the end-to-end tests,
+# failover included.
+echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=records" >&2
 # shellcheck disable=SC2086
 # The switchover trials of the identity policy and of SIGKILLs run in the first pass only, to keep
 # the command well under 20 minutes; MM2GO_SWITCHOVER_SUITES overrides that.
-MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=batches MM2GO_TEST_FENCING=epoch \
+MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=records \
   go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./replicator ./e2e

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 func newCluster(t *testing.T) *kfake.Cluster {
@@ -85,13 +86,8 @@ func TestDaemon(t *testing.T) {
 	defer dcl.Close()
 	dadm := kadm.NewClient(dcl)
 	require.Eventually(t, func() bool {
-		ends, err := dadm.ListEndOffsets(ctx, "A.orders")
-		if err != nil {
-			return false
-		}
-		var n int64
-		ends.Each(func(o kadm.ListedOffset) { n += max(o.Offset, 0) })
-		return n == 100
+		n, err := ktest.Records(ctx, dadm, "A.orders")
+		return err == nil && n == 100
 	}, 20*time.Second, 50*time.Millisecond)
 
 	base := "http://" + d.Addr()
@@ -218,12 +214,8 @@ func TestDaemonReload(t *testing.T) {
 	defer dcl.Close()
 	dadm := kadm.NewClient(dcl)
 	copied := func(topic string) bool {
-		ends, err := dadm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return false
-		}
-		o, ok := ends.Lookup(topic, 0)
-		return ok && o.Err == nil && o.Offset == 1
+		n, err := ktest.Records(ctx, dadm, topic)
+		return err == nil && n == 1
 	}
 	require.Eventually(t, func() bool { return copied("A.orders") }, 20*time.Second, 50*time.Millisecond)
 	handles := func() map[string]*flowHandle {

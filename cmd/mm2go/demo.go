@@ -5,10 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,12 +141,11 @@ func demo(ctx context.Context, o demoOptions) error {
 	daemonDone := make(chan error, 1)
 	go func() { daemonDone <- d.Run(dctx) }()
 
-	scl, err := kgo.NewClient(kgo.SeedBrokers(secondary.ListenAddrs()...))
+	counter, err := newDemoCounter(secondary.ListenAddrs())
 	if err != nil {
 		return err
 	}
-	defer scl.Close()
-	sadm := kadm.NewClient(scl)
+	defer counter.cl.Close()
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -157,7 +156,7 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
-			copied, topics := demoCopied(ctx, sadm)
+			copied, topics := counter.count(ctx, false)
 			_, _ = fmt.Fprintf(o.out, "%5.0fs  produced %8d   copied %8d   lag %6d   remote topics: %s\n",
 				time.Since(start).Seconds(), produced.Load(), copied, max(produced.Load()-copied, 0), strings.Join(topics, " "))
 		}
@@ -175,15 +174,17 @@ loop:
 	want := produced.Load()
 	vctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	copied, _ := demoCopied(vctx, sadm)
+	copied, _ := counter.count(vctx, false)
 	for copied < want && vctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-		copied, _ = demoCopied(vctx, sadm)
+		copied, _ = counter.count(vctx, false)
 	}
 	stopDaemon()
 	if err := <-daemonDone; err != nil {
 		return err
 	}
+	// Everything the daemon wrote, to the ends: a record copied twice
+	// would show here.
+	copied, _ = counter.count(vctx, true)
 	_, _ = fmt.Fprintf(o.out, "\nproduced %d records, the secondary holds %d in their remote topics\n", want, copied)
 	switch {
 	case copied < want:
@@ -256,32 +257,73 @@ func demoProduce(ctx context.Context, cl *kgo.Client, adm *kadm.Client, rate int
 	}
 }
 
-// demoCopied sums the end offsets of the remote topics on the secondary.
-func demoCopied(ctx context.Context, adm *kadm.Client) (int64, []string) {
-	ends, err := adm.ListEndOffsets(ctx)
-	if err != nil {
-		return 0, nil
-	}
-	var n int64
-	seen := make(map[string]bool)
-	// Only the copies of the producer's topics: heartbeats and checkpoints
-	// land in topics named primary.* too.
-	remote := make(map[string]bool)
+// demoCounter counts the records of the remote topics of the demo's
+// topics on the secondary by reading them: their end offsets would count
+// the transaction markers of the copy's fencing too, and heartbeats and
+// checkpoints land in topics named primary.* as well.
+type demoCounter struct {
+	cl      *kgo.Client
+	adm     *kadm.Client
+	remotes []string
+	n       int64
+	next    map[string]map[int32]int64 // offset after the last record read
+}
+
+func newDemoCounter(seeds []string) (*demoCounter, error) {
+	var remotes []string
 	for _, t := range append(slices.Clone(demoTopics), demoLate) {
-		remote["primary."+t] = true
+		remotes = append(remotes, "primary."+t)
 	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if remote[o.Topic] && o.Err == nil {
-			n += o.Offset
-			seen[o.Topic] = true
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(remotes...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords(),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return &demoCounter{cl: cl, adm: kadm.NewClient(cl), remotes: remotes, next: make(map[string]map[int32]int64)}, nil
+}
+
+// count reads what arrived (until a poll of 100 ms brings nothing, for at
+// most about 300 ms; with toEnd, until every partition was read to its end
+// offset) or until ctx ends, and returns the records read so far and the
+// topics they are in.
+func (c *demoCounter) count(ctx context.Context, toEnd bool) (int64, []string) {
+	var ends kadm.ListedOffsets
+	if toEnd {
+		var err error
+		if ends, err = c.adm.ListEndOffsets(ctx, c.remotes...); err != nil {
+			return c.n, c.topics()
 		}
-	})
-	topics := make([]string, 0, len(seen))
-	for t := range seen {
-		topics = append(topics, t)
 	}
-	sort.Strings(topics)
-	return n, topics
+	until := time.Now().Add(300 * time.Millisecond)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := c.cl.PollFetches(pctx)
+		cancel()
+		got := fs.NumRecords()
+		fs.EachRecord(func(r *kgo.Record) {
+			if c.next[r.Topic] == nil {
+				c.next[r.Topic] = make(map[int32]int64)
+			}
+			c.next[r.Topic][r.Partition] = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				c.n++
+			}
+		})
+		behind := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && c.next[o.Topic][o.Partition] < o.Offset {
+				behind = true
+			}
+		})
+		if (toEnd && !behind) || (!toEnd && (got == 0 || time.Now().After(until))) || ctx.Err() != nil {
+			return c.n, c.topics()
+		}
+	}
+}
+
+func (c *demoCounter) topics() []string {
+	return slices.Sorted(maps.Keys(c.next))
 }
 
 func indent(s string) string {

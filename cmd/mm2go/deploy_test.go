@@ -213,12 +213,17 @@ func TestDeployMetricsExist(t *testing.T) {
 	// Source records deleted by retention while partition 0 is stalled
 	// are counted as lost once the partition is retried.
 	refuse := dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "A.orders", Partitions: []int32{0}, Err: kerr.MessageTooLarge, Count: -1})
+	tooLarge := map[string]string{"flow": "A->B", "reason": "record_too_large"}
+	before, _ := value("mm2go_replicator_errors_total", tooLarge)
 	cl = seed()
 	defer cl.Close()
 	produce(cl, 0, 10) // offsets 50..59, refused by the target
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	require.NoError(t, refuse.Wait(wctx, 1))
+	// Stalled once the target refused a single record (the batches mode
+	// first sends a refused batch again in halves).
+	require.Eventually(t, func() bool {
+		n, _ := value("mm2go_replicator_errors_total", tooLarge)
+		return n > before
+	}, 20*time.Second, 50*time.Millisecond)
 	require.NoError(t, src.DeleteRecords("orders", 0, 60))
 	produce(cl, 0, 5) // offsets 60..64
 	refuse.Remove()

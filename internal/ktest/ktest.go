@@ -30,34 +30,49 @@ func Seeds(ctx context.Context, adm *kadm.Client) ([]string, error) {
 // end offsets are not the number of records). It reads with
 // read_committed, as consumers of the target do.
 func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return 0, err
+	per, err := RecordsPer(ctx, adm, topic)
+	var n int64
+	for _, c := range per {
+		n += c
 	}
+	return n, err
+}
+
+// RecordsPer is Records per partition (every partition of topic, 0 for an
+// empty one).
+func RecordsPer(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64)
 	want := make(map[int32]int64)
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
+		out[o.Partition] = 0
+		if o.Offset > 0 {
 			want[o.Partition] = o.Offset
 		}
 	})
 	if len(want) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	seeds, err := Seeds(ctx, adm)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer cl.Close()
-	var n int64
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return n, err
+			return out, err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
@@ -65,12 +80,12 @@ func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error)
 				return
 			}
 			if !r.Attrs.IsControl() {
-				n++
+				out[r.Partition]++
 			}
 			if r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
 		})
 	}
-	return n, nil
+	return out, nil
 }
