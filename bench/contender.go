@@ -40,16 +40,19 @@ type contender struct {
 
 // Names of the contenders.
 const (
+	// nameMM2go and nameMM2goLean are mm2go in its default copy mode (the
+	// batches mode: fetched batches forwarded without recompression), with
+	// default and lean buffering.
 	nameMM2go     = "mm2go"
 	nameMM2goLean = "mm2go-lean"
 	// nameMM2goBudget is mm2go with its in-memory record bytes bounded by
 	// --buffer.max-bytes.
 	nameMM2goBudget = "mm2go-budget"
-	// nameMM2goBatches and nameMM2goBatchesLean are mm2go in the batches
-	// copy mode (fetched batches forwarded without recompression), with
-	// default and lean buffering.
-	nameMM2goBatches     = "mm2go-batches"
-	nameMM2goBatchesLean = "mm2go-batches-lean"
+	// nameMM2goRecords and nameMM2goRecordsLean are mm2go in the record
+	// copy mode (records decoded and produced through franz-go's
+	// producer), with default and lean buffering.
+	nameMM2goRecords     = "mm2go-records"
+	nameMM2goRecordsLean = "mm2go-records-lean"
 	nameMM2              = "mm2"
 	nameMM2Tuned         = "mm2-tuned"
 	nameCopyLoop         = "copyloop"
@@ -63,8 +66,8 @@ const (
 	direct      = "direct" // latency floor: the consumer reads the source topic
 )
 
-// batchesMode selects the batches copy mode.
-const batchesMode = "mm2go.copy.mode = batches"
+// recordsMode selects the record copy mode.
+const recordsMode = "mm2go.copy.mode = records"
 
 // splitProps splits a ";"-separated list of property lines.
 func splitProps(s string) []string {
@@ -91,15 +94,16 @@ func contenders(o *options) []*contender {
 		return s
 	}
 	return []*contender{
-		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings"},
-		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean), env: strings.Fields(o.mm2goLeanEnv),
-			about: about("mm2go with less buffering (memory and latency)", o.mm2goLean, o.mm2goLeanEnv)},
+		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings (the batches copy mode)"},
+		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean),
+			about: about("mm2go with smaller fetches (memory)", o.mm2goLean, "")},
 		{name: nameMM2goBudget, kind: kindMM2go, args: []string{"--buffer.max-bytes", o.mm2goBudget},
 			about: "mm2go with `--buffer.max-bytes " + o.mm2goBudget + "` (in-memory record bytes bounded by the flag)"},
-		{name: nameMM2goBatches, kind: kindMM2go, props: []string{batchesMode},
-			about: "mm2go in the batches copy mode: `" + batchesMode + "`"},
-		{name: nameMM2goBatchesLean, kind: kindMM2go, props: append([]string{batchesMode}, splitProps(o.mm2goBatchesLean)...),
-			about: about("mm2go in the batches copy mode with smaller fetches", batchesMode+"; "+o.mm2goBatchesLean, "")},
+		{name: nameMM2goRecords, kind: kindMM2go, props: []string{recordsMode},
+			about: "mm2go in the record copy mode: `" + recordsMode + "`"},
+		{name: nameMM2goRecordsLean, kind: kindMM2go, props: append([]string{recordsMode}, splitProps(o.mm2goRecordsLean)...),
+			env:   strings.Fields(o.mm2goRecordsLeanEnv),
+			about: about("mm2go in the record copy mode with less buffering (memory and latency)", recordsMode+"; "+o.mm2goRecordsLean, o.mm2goRecordsLeanEnv)},
 		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
 		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
 			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},

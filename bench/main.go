@@ -49,55 +49,55 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 // options are the command-line settings.
 type options struct {
-	records          int64
-	partitions       int
-	valueSize        int
-	rounds           int
-	latRounds        int
-	latRate          int
-	latWarmup        time.Duration
-	latDuration      time.Duration
-	phases           []string
-	only             []string
-	srcPort          int
-	dstPort          int
-	kafkaRoot        string
-	testbedDir       string
-	out              string
-	keepClusters     bool
-	runTimeout       time.Duration
-	perfProfile      []string
-	mm2goLean        string
-	mm2goBatchesLean string
-	mm2goBudget      string
-	mm2Tuned         string
-	mm2TunedEnv      string
-	mm2goLeanEnv     string
-	copyArgs         string
-	perfProducer     string
-	stopTimeout      time.Duration
-	skipBuild        bool
-	mm2goBinary      string
-	mm2goRev         string
-	pprofAddr        string
-	backlogTopic     string
-	sampleEvery      time.Duration
-	reuseClusters    bool
-	scaleInstances   int
-	scaleTasks       int
-	scaleCPU         float64
+	records             int64
+	partitions          int
+	valueSize           int
+	rounds              int
+	latRounds           int
+	latRate             int
+	latWarmup           time.Duration
+	latDuration         time.Duration
+	phases              []string
+	only                []string
+	srcPort             int
+	dstPort             int
+	kafkaRoot           string
+	testbedDir          string
+	out                 string
+	keepClusters        bool
+	runTimeout          time.Duration
+	perfProfile         []string
+	mm2goLean           string
+	mm2goRecordsLean    string
+	mm2goBudget         string
+	mm2Tuned            string
+	mm2TunedEnv         string
+	mm2goRecordsLeanEnv string
+	copyArgs            string
+	perfProducer        string
+	stopTimeout         time.Duration
+	skipBuild           bool
+	mm2goBinary         string
+	mm2goRev            string
+	pprofAddr           string
+	backlogTopic        string
+	sampleEvery         time.Duration
+	reuseClusters       bool
+	scaleInstances      int
+	scaleTasks          int
+	scaleCPU            float64
 }
 
 // Defaults of the tuned profiles; see bench/README.md for how they were
 // chosen.
 const (
-	defaultMM2goLean = "{T}.producer.linger.ms = 0; {T}.producer.buffer.memory = 8388608; " +
+	// defaultMM2goLean bounds what the batches mode holds: two fetches (one
+	// being sent, one fetched ahead).
+	defaultMM2goLean        = "{S}.consumer.fetch.max.bytes = 1048576; {S}.consumer.max.partition.fetch.bytes = 262144"
+	defaultMM2goRecordsLean = "{T}.producer.linger.ms = 0; {T}.producer.buffer.memory = 8388608; " +
 		"{S}.consumer.fetch.max.bytes = 4194304; {S}.consumer.max.partition.fetch.bytes = 524288"
-	defaultMM2goLeanEnv = ""
-	// defaultMM2goBatchesLean bounds what the batches mode holds: two
-	// fetches (one being sent, one fetched ahead).
-	defaultMM2goBatchesLean = "{S}.consumer.fetch.max.bytes = 1048576; {S}.consumer.max.partition.fetch.bytes = 262144"
-	defaultMM2Tuned         = "tasks.max = 4; {T}.producer.linger.ms = 20; {T}.producer.batch.size = 524288; " +
+	defaultMM2goRecordsLeanEnv = ""
+	defaultMM2Tuned            = "tasks.max = 4; {T}.producer.linger.ms = 20; {T}.producer.batch.size = 524288; " +
 		"{T}.producer.buffer.memory = 134217728; {S}.consumer.max.partition.fetch.bytes = 4194304; " +
 		"{S}.consumer.fetch.max.bytes = 67108864; {S}.consumer.max.poll.records = 4000"
 	defaultMM2TunedEnv = "MM2_HEAP=1g"
@@ -117,7 +117,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
 	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget)")
-	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-batches,mm2go-batches-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
+	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-records,mm2go-records-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
 	fs.IntVar(&o.dstPort, "target-port", 29192, "broker port of the target cluster (controller: +1000)")
@@ -130,9 +130,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 60*time.Second, "SIGTERM to SIGKILL when stopping a contender")
 	perfProfile := fs.String("perf-record", "", "contenders to profile with `perf record` in one extra, uncounted run each: NAME (backlog) or NAME@latency (the measured window)")
 	fs.StringVar(&o.mm2goLean, "mm2go-lean", defaultMM2goLean, "properties of mm2go-lean, ';'-separated; {S}/{T} are the aliases")
-	fs.StringVar(&o.mm2goBatchesLean, "mm2go-batches-lean", defaultMM2goBatchesLean, "properties of mm2go-batches-lean (besides the copy mode), ';'-separated; {S}/{T} are the aliases")
+	fs.StringVar(&o.mm2goRecordsLean, "mm2go-records-lean", defaultMM2goRecordsLean, "properties of mm2go-records-lean (besides the copy mode), ';'-separated; {S}/{T} are the aliases")
 	fs.StringVar(&o.mm2goBudget, "mm2go-budget", "33554432", "--buffer.max-bytes of mm2go-budget")
-	fs.StringVar(&o.mm2goLeanEnv, "mm2go-lean-env", defaultMM2goLeanEnv, "environment of mm2go-lean (e.g. GOGC)")
+	fs.StringVar(&o.mm2goRecordsLeanEnv, "mm2go-records-lean-env", defaultMM2goRecordsLeanEnv, "environment of mm2go-records-lean (e.g. GOGC)")
 	fs.StringVar(&o.mm2Tuned, "mm2-tuned", defaultMM2Tuned, "properties of mm2-tuned, ';'-separated; {S}/{T} are the aliases")
 	fs.StringVar(&o.mm2TunedEnv, "mm2-tuned-env", defaultMM2TunedEnv, "environment of mm2-tuned (testbed knobs such as MM2_HEAP, KAFKA_JVM_PROFILE)")
 	fs.StringVar(&o.copyArgs, "copyloop-args", defaultCopyArgs, "arguments of the copy loop")

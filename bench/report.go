@@ -340,7 +340,7 @@ func (b *bench) targets(rows []*summaryRow) string {
 		}
 		return b
 	}
-	mm2gos := []string{nameMM2go, nameMM2goLean, nameMM2goBatches, nameMM2goBatchesLean}
+	mm2gos := []string{nameMM2go, nameMM2goLean, nameMM2goRecords, nameMM2goRecordsLean}
 	mm2s := []string{nameMM2, nameMM2Tuned}
 	perRound := func(x, y *summaryRow, lat bool, f func(a, c runResult) float64) float64 {
 		if x == nil || y == nil {

@@ -43,29 +43,64 @@ func noLoss(idx *Index, tp TopicPartition, translated, current int64) (offset in
 // topic of a source topic; reader is a client built with itopic.ReaderOpts
 // that nothing else uses meanwhile. A gap that could not be read stays
 // foreign and is read again a minute later; the error names the first.
+//
+// The gaps are read in rounds, the next unread gap of every partition in
+// one read: a flow restarted n times has up to n gaps per partition, and
+// one read per gap kept a restarted checkpointer's sync waiting for
+// partitions times restarts round trips.
 func (x *Index) ClassifyGaps(ctx context.Context, reader *kgo.Client, remote func(topic string) string) error {
+	unread := x.unreadGaps(time.Now())
 	var firstErr error
-	for tp, gaps := range x.unreadGaps(time.Now()) {
-		rt := remote(tp.Topic)
-		for _, g := range gaps {
-			only := true
-			rctx, cancel := context.WithTimeout(ctx, gapReadTimeout)
-			err := itopic.ReadRanges(rctx, reader, map[string]map[int32]itopic.Range{rt: {tp.Partition: {From: g[0], To: g[1]}}},
-				func(r *kgo.Record) bool {
-					only = r.Attrs.IsControl()
-					return only
-				})
-			cancel()
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("read %s[%d] offsets %d to %d: %w", rt, tp.Partition, g[0], g[1]-1, err)
+	for round := 0; ; round++ {
+		type key struct {
+			topic     string
+			partition int32
+		}
+		type gapOf struct {
+			tp  TopicPartition
+			gap [2]int64
+		}
+		ranges := make(map[string]map[int32]itopic.Range)
+		gaps := make(map[key]gapOf)
+		for tp, gs := range unread {
+			if round >= len(gs) {
+				continue
 			}
-			x.classified(tp, g, only, err != nil, time.Now())
-			if ctx.Err() != nil {
-				return firstErr
+			g, rt := gs[round], remote(tp.Topic)
+			if ranges[rt] == nil {
+				ranges[rt] = make(map[int32]itopic.Range)
 			}
+			ranges[rt][tp.Partition] = itopic.Range{From: g[0], To: g[1]}
+			gaps[key{rt, tp.Partition}] = gapOf{tp, g}
+		}
+		if len(gaps) == 0 {
+			return firstErr
+		}
+		foreign := make(map[key]bool)
+		done := make(map[key]bool)
+		rctx, cancel := context.WithTimeout(ctx, gapReadTimeout)
+		err := itopic.ReadRanges(rctx, reader, ranges, func(r *kgo.Record) bool {
+			k := key{r.Topic, r.Partition}
+			if !r.Attrs.IsControl() {
+				foreign[k] = true
+			}
+			if foreign[k] || r.Offset+1 >= gaps[k].gap[1] {
+				done[k] = true
+			}
+			return !foreign[k]
+		})
+		cancel()
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("read gaps between replicated records (%d partitions): %w", len(gaps), err)
+		}
+		now := time.Now()
+		for k, g := range gaps {
+			x.classified(g.tp, g.gap, !foreign[k], !done[k], now)
+		}
+		if ctx.Err() != nil {
+			return firstErr
 		}
 	}
-	return firstErr
 }
 
 // gapReadTimeout bounds the reading of one gap: the offsets may be gone

@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
@@ -135,4 +137,61 @@ func TestFenceMarkersAreNotForeign(t *testing.T) {
 	at, foreign = idx.ForeignRun(tp, 0, 37)
 	require.True(t, foreign)
 	require.Equal(t, int64(31), at)
+}
+
+// TestClassifyGapsInRounds: a flow restarted under fencing leaves a marker
+// gap per partition and start. Four partitions with three gaps each (the
+// last of partition 3 another producer's record) are classified in three
+// rounds, one read of every partition's next gap each, not one read per gap:
+// a restarted checkpointer's sync waited for all of them.
+func TestClassifyGapsInRounds(t *testing.T) {
+	b := newBed(t)
+	createTopic(t, b.dst, "A.t", 4)
+	ctx := context.Background()
+	dst := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	copies := func(p int32, n int) {
+		var rs []*kgo.Record
+		for range n {
+			rs = append(rs, &kgo.Record{Topic: "A.t", Partition: p, Value: []byte("copy")})
+		}
+		require.NoError(t, dst.ProduceSync(ctx, rs...).FirstErr())
+	}
+	all := map[string][]int32{"A.t": {0, 1, 2, 3}}
+	// Per partition: copies of 0..9 at 0..9, then three times a gap at
+	// 10, 16, 22 (a marker, or on partition 3 the last time a foreign
+	// record) and five copies after it.
+	var recs []policy.OffsetMapRecord
+	for p := range int32(4) {
+		copies(p, 10)
+		recs = append(recs, mseg("t", p, 0, 9, 0))
+	}
+	for i := range int64(3) {
+		if i < 2 {
+			_, err := fence.Acquire(ctx, b.client(b.dst), "A-mm2go-A->B-0", time.Minute, all)
+			require.NoError(t, err)
+		} else {
+			_, err := fence.Acquire(ctx, b.client(b.dst), "A-mm2go-A->B-0", time.Minute, map[string][]int32{"A.t": {0, 1, 2}})
+			require.NoError(t, err)
+			copies(3, 1) // not a copy
+		}
+		for p := range int32(4) {
+			copies(p, 5)
+			recs = append(recs, mseg("t", p, 10+5*i, 14+5*i, 11+6*i))
+		}
+	}
+	b.writeMap(recs...)
+
+	reader := b.client(b.dst, itopic.ReaderOpts()...)
+	idx, err := LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	require.NoError(t, err)
+	fetches := b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "A.t", Observe: true, Count: -1})
+	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))
+	require.Less(t, fetches.Hits(), 12, "12 gaps, 3 rounds")
+	for p := range int32(3) {
+		_, foreign := idx.ForeignRun(TopicPartition{"t", p}, 0, 28)
+		require.False(t, foreign, "partition %d: markers only", p)
+	}
+	at, foreign := idx.ForeignRun(TopicPartition{"t", 3}, 0, 28)
+	require.True(t, foreign)
+	require.Equal(t, int64(22), at)
 }

@@ -163,12 +163,14 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		}
 	}
 	news = r.checkAnchors(ctx, news, want, fresh)
+	var marked map[tp]bool
 	if r.fw != nil && len(news) > 0 {
-		if err := r.fw.fenceBeforePlan(ctx, news); err != nil {
+		var err error
+		if marked, err = r.fw.fenceBeforePlan(ctx, news); err != nil {
 			return err
 		}
 	}
-	plans, err := r.plan(ctx, news, fresh)
+	plans, err := r.plan(ctx, news, fresh, marked)
 	if err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func (fw *forwarder) run(ctx, sendCtx context.Context) error {
 	var parts []tp
 	fw.r.eachPartition(func(p *partition) { parts = append(parts, tp{p.remote, p.partition}) })
 	fw.startMu.Lock()
-	err := fw.acquire(sendCtx, parts)
+	_, err := fw.acquire(sendCtx, parts)
 	fw.started = err == nil
 	fw.startMu.Unlock()
 	if err != nil {
@@ -215,9 +215,10 @@ func (fw *forwarder) run(ctx, sendCtx context.Context) error {
 			select {
 			case req := <-fw.fenceReqs:
 				if err == nil {
-					req.done <- fw.acquire(sendCtx, req.parts)
+					marked, aerr := fw.acquire(sendCtx, req.parts)
+					req.done <- fenceResult{marked, aerr}
 				} else {
-					req.done <- err
+					req.done <- fenceResult{err: err}
 				}
 				continue
 			case w, ok := <-work:
@@ -698,28 +699,29 @@ const fenceTimeout = time.Minute
 // goroutine starts, then in it between sends. New partitions are fenced
 // before their target tail is read (fenceBeforePlan) and before their first
 // batch; every partition's sequence starts over with the new epoch. A call
-// with nothing new to fence does nothing, except once a day.
-func (fw *forwarder) acquire(ctx context.Context, parts []tp) error {
+// with nothing new to fence does nothing, except once a day. marked are
+// the partitions that got a marker: the last offset of each when it returns.
+func (fw *forwarder) acquire(ctx context.Context, parts []tp) (marked []tp, err error) {
 	if fw.txnID == "" {
-		return fw.initProducer(ctx)
+		return nil, fw.initProducer(ctx)
 	}
 	todo := map[string][]int32{}
-	n := 0
 	for _, rp := range parts {
 		if !fw.fenced[rp] {
 			todo[rp.topic] = append(todo[rp.topic], rp.partition)
-			n++
+			marked = append(marked, rp)
 		}
 	}
+	n := len(marked)
 	if n == 0 && !fw.acquiredAt.IsZero() && time.Since(fw.acquiredAt) < renewEvery {
-		return nil
+		return nil, nil
 	}
 	f := fw.r.o.Flow
 	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
 	prod, err := fence.Acquire(ctx, fw.r.o.Target, fw.txnID, fenceTimeout, todo)
 	if err != nil {
-		return fmt.Errorf("fence older writers of %s on %s: %w", f.Name(), f.Target, err)
+		return nil, fmt.Errorf("fence older writers of %s on %s: %w", f.Name(), f.Target, err)
 	}
 	fw.producerID, fw.producerEpoch, fw.acquiredAt = prod.ID, prod.Epoch, time.Now()
 	for _, rp := range parts {
@@ -728,7 +730,7 @@ func (fw *forwarder) acquire(ctx context.Context, parts []tp) error {
 	fw.r.eachPartition(func(p *partition) { p.seq = 0 })
 	fw.r.log.Info("fenced older writers of the remote partitions", zap.String("transactional_id", fw.txnID),
 		zap.Int64("producer_id", prod.ID), zap.Int16("epoch", prod.Epoch), zap.Int("new_partitions", n))
-	return nil
+	return marked, nil
 }
 
 // initProducer gets a plain idempotent producer id, once: without
@@ -750,41 +752,57 @@ func (fw *forwarder) initProducer(ctx context.Context) error {
 // fenceRequest asks the send goroutine to acquire parts between sends.
 type fenceRequest struct {
 	parts []tp
-	done  chan error
+	done  chan fenceResult
+}
+
+// fenceResult is what acquire returned for a fenceRequest.
+type fenceResult struct {
+	marked []tp
+	err    error
 }
 
 // fenceBeforePlan fences the remote partitions of news before the
 // replicator reads their target tails to decide where they resume: a
 // record an older writer gets acknowledged later would not be seen there
-// and would be copied twice.
-func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) error {
+// and would be copied twice. It returns the remote partitions that got an
+// abort marker, which is then their last offset.
+func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) (map[tp]bool, error) {
 	if fw.txnID == "" {
-		return nil
+		return nil, nil
 	}
 	parts := make([]tp, 0, len(news))
 	for _, np := range news {
 		parts = append(parts, tp{np.remote, np.partition})
 	}
+	var res fenceResult
 	fw.startMu.Lock()
 	if !fw.started {
-		defer fw.startMu.Unlock()
-		return fw.acquire(ctx, parts)
+		res.marked, res.err = fw.acquire(ctx, parts)
+		fw.startMu.Unlock()
+	} else {
+		fw.startMu.Unlock()
+		req := fenceRequest{parts: parts, done: make(chan fenceResult, 1)}
+		select {
+		case fw.fenceReqs <- req:
+		case <-fw.sendDone:
+			return nil, errors.New("the forwarder stopped")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case res = <-req.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	fw.startMu.Unlock()
-	req := fenceRequest{parts: parts, done: make(chan error, 1)}
-	select {
-	case fw.fenceReqs <- req:
-	case <-fw.sendDone:
-		return errors.New("the forwarder stopped")
-	case <-ctx.Done():
-		return ctx.Err()
+	if res.err != nil {
+		return nil, res.err
 	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	marked := make(map[tp]bool, len(res.marked))
+	for _, rp := range res.marked {
+		marked[rp] = true
 	}
+	return marked, nil
 }
 
 // unfenced returns the remote partitions of w that acquire has not covered.
@@ -812,7 +830,7 @@ func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 	r := fw.r
 	if fw.txnID != "" {
 		if news := fw.unfenced(w); len(news) > 0 || time.Since(fw.acquiredAt) > renewEvery {
-			if err := fw.acquire(ctx, news); err != nil {
+			if _, err := fw.acquire(ctx, news); err != nil {
 				fw.drop(w)
 				if ctx.Err() != nil {
 					return nil

@@ -41,8 +41,11 @@ type planned struct {
 // the stored offset.
 // A partition of a remote topic created moments ago (fresh) starts empty;
 // one whose end cannot be listed is left out and counted in r.deferred, to
-// be planned again shortly.
-func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool) (map[tp]planned, error) {
+// be planned again shortly. A remote partition in marked (remote topic and
+// partition) got the abort marker of this start's fencing as its last
+// offset: that offset is no copy to look for, so after a clean stop nothing
+// is read.
+func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool, marked map[tp]bool) (map[tp]planned, error) {
 	if len(parts) == 0 {
 		return nil, nil
 	}
@@ -157,12 +160,16 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			anchorUp, anchorDown = sourceStart[k]-1, targetStart[tp{p.remote, p.partition}]-1
 		}
 		st.from = anchorUp + 1
+		before := e // the end before this start's abort marker
+		if marked[tp{p.remote, p.partition}] {
+			before--
+		}
 		switch {
-		case e == anchorDown+1:
-			if ms.pos != nil && ms.pos.DownNext == e && ms.pos.Next > st.from {
+		case before == anchorDown+1:
+			if ms.pos != nil && ms.pos.DownNext == before && ms.pos.Next > st.from {
 				st.from = ms.pos.Next // transaction markers after the last record
 			}
-		case e > anchorDown+1:
+		case before > anchorDown+1:
 			tails = append(tails, tailJob{p: p, after: anchorUp, target: itopic.Range{From: anchorDown + 1, To: e}})
 		default:
 			r.m.error(r.flow, reasonTargetTruncated)

@@ -36,7 +36,7 @@ import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -121,20 +121,33 @@ def ends(c, topic, partitions):
 
 
 def wait_replicated(spec, t):
-    """Identity policy: wait until the target topic holds what the source has."""
-    conf = {"group.id": "switchover-watermarks", "enable.auto.commit": False}
-    src = Consumer(dict(conf, **{"bootstrap.servers": spec["source"]}))
-    dst = Consumer(dict(conf, **{"bootstrap.servers": spec["target"]}))
+    """Identity policy: wait until the target topic holds what the source has.
+
+    Records are counted, not end offsets compared: the target's end offsets
+    also count the abort markers of mm2go's fencing (one per partition and
+    start of the flow). The source topic is fresh and written by this
+    trial's producer alone, so its end offsets are its record counts."""
+    src = Consumer({"bootstrap.servers": spec["source"], "group.id": "switchover-watermarks", "enable.auto.commit": False})
     try:
         want = ends(src, t["topic"], t["partitions"])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if ends(dst, t["remote"], t["partitions"]) == want:
-                return
-            time.sleep(0.1)
-        raise RuntimeError("replication did not catch up with %s within 60 s" % want)
     finally:
         src.close()
+    dst = Consumer({"bootstrap.servers": spec["target"], "group.id": "switchover-watermarks",
+                    "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        dst.assign([TopicPartition(t["remote"], p, OFFSET_BEGINNING) for p in range(t["partitions"])])
+        got = [0] * t["partitions"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for m in dst.consume(num_messages=10000, timeout=0.1):
+                if m.error() is None:
+                    got[m.partition()] += 1
+            if got == want:
+                return
+            if any(g > w for g, w in zip(got, want)):
+                raise RuntimeError("the target holds more records than the source: %s > %s" % (got, want))
+        raise RuntimeError("replication did not catch up with %s within 60 s (copied: %s)" % (want, got))
+    finally:
         dst.close()
 
 
