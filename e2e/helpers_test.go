@@ -341,6 +341,13 @@ func copyModeLine() string {
 	return ""
 }
 
+// fenced reports whether the suite's flows fence (the batches mode's
+// default), which puts an abort marker into every remote partition at each
+// start: a fresh topic's copies then start at offset 1, not 0.
+func fenced() bool {
+	return os.Getenv("MM2GO_TEST_COPY_MODE") != "records" && os.Getenv("MM2GO_TEST_FENCING") != "none"
+}
+
 // fencingLine is the properties line that sets the writer fencing named by
 // MM2GO_TEST_FENCING ("none" or "epoch"), or an empty line: the default,
 // epoch in the batches mode. Every start of a fencing flow puts an abort

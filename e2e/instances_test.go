@@ -42,7 +42,7 @@ func TestIntegrationInstances(t *testing.T) {
 		e.createTopic(tp, partitions, nil)
 	}
 	// The batches mode (the default) fences; the record mode cannot.
-	fenced := os.Getenv("MM2GO_TEST_COPY_MODE") != "records" && os.Getenv("MM2GO_TEST_FENCING") != "none"
+	fencing := fenced()
 	cfg := e.config("tasks.max = "+strconv.Itoa(tasks), fencingLine())
 	// The producer partitions by hand: a partition its metadata does not
 	// show yet fails its records.
@@ -150,7 +150,7 @@ func TestIntegrationInstances(t *testing.T) {
 	// pass); the acceptance run of docs/instances.md sets
 	// MM2GO_INSTANCE_EVENTS=10.
 	events := 2
-	if fenced {
+	if fencing {
 		events = 4
 	}
 	if s := os.Getenv("MM2GO_INSTANCE_EVENTS"); s != "" {
@@ -169,7 +169,7 @@ func TestIntegrationInstances(t *testing.T) {
 			h = o[int32(i%tasks)]
 			return o != nil
 		})
-		pause := fenced && i%2 == 1
+		pause := fencing && i%2 == 1
 		at := time.Now()
 		if pause {
 			require.NoError(t, procs[h].cmd.Process.Signal(syscall.SIGSTOP))

@@ -91,7 +91,17 @@ func TestIntegrationSmallBatches(t *testing.T) {
 		ends, err := dstAdm.ListEndOffsets(ctx, remote)
 		return err == nil && ends.Error() == nil && sumOffsets(ends) > 0
 	})
-	time.Sleep(5 * time.Second) // warm-up: the backlog of the start is copied
+	// Warm-up: the backlog of the start (the traffic while mm2go started)
+	// is copied, then two more seconds.
+	eventually(t, time.Minute, "the start's backlog copied", func() bool {
+		dst, err := dstAdm.ListEndOffsets(ctx, remote)
+		if err != nil {
+			return false
+		}
+		src, err := srcAdm.ListEndOffsets(ctx, topic)
+		return err == nil && sumOffsets(src)-sumOffsets(dst) < rate/4
+	})
+	time.Sleep(2 * time.Second)
 	// The target's ends first, then the source's: the lag is not
 	// underestimated by the time between the two reads (only by the
 	// transaction markers of fencing, one per partition and start).

@@ -110,7 +110,10 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		k := tp{p.topic, p.partition}
 		e, ok := targetEnd[tp{p.remote, p.partition}]
 		if !ok && fresh[p.remote] {
-			e, ok = 0, true
+			e, ok = 0, true // just created: empty, but for this start's marker
+			if marked[tp{p.remote, p.partition}] {
+				e = 1
+			}
 		}
 		if !ok {
 			// A remote topic just created by another task, say: tried

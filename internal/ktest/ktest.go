@@ -28,9 +28,10 @@ func Seeds(ctx context.Context, adm *kadm.Client) ([]string, error) {
 // counting transaction markers (the batches copy mode's writer puts an
 // abort marker into every remote partition when it starts, so there the
 // end offsets are not the number of records). It reads with
-// read_committed, as consumers of the target do.
-func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
-	per, err := RecordsPer(ctx, adm, topic)
+// read_committed, as consumers of the target do. opts are added to the
+// reading client's (a secured cluster's TLS and SASL, say).
+func Records(ctx context.Context, adm *kadm.Client, topic string, opts ...kgo.Opt) (int64, error) {
+	per, err := RecordsPer(ctx, adm, topic, opts...)
 	var n int64
 	for _, c := range per {
 		n += c
@@ -40,7 +41,7 @@ func Records(ctx context.Context, adm *kadm.Client, topic string) (int64, error)
 
 // RecordsPer is Records per partition (every partition of topic, 0 for an
 // empty one).
-func RecordsPer(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+func RecordsPer(ctx context.Context, adm *kadm.Client, topic string, opts ...kgo.Opt) (map[int32]int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -63,8 +64,8 @@ func RecordsPer(ctx context.Context, adm *kadm.Client, topic string) (map[int32]
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
