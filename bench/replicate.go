@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/itopic"
 )
 
 // runResult is one measured run of one contender.
@@ -375,8 +378,9 @@ func (b *bench) countSyncs(ctx context.Context, topic string) int64 {
 }
 
 // verify checks that remote on the target holds exactly the source topic:
-// per partition the same log start (0) and end offset, and the same last
-// record (key, value, headers, timestamp). It runs after the contender
+// per partition the same log start (0) and end offset (less the abort
+// marker that mm2go's fencing writes before the first copy), and the same
+// last record (key, value, headers, timestamp). It runs after the contender
 // stopped, so records written twice on the way out are caught too.
 func (b *bench) verify(ctx context.Context, remote string) error {
 	ends, err := b.dstAdm.ListEndOffsets(ctx, remote)
@@ -397,11 +401,15 @@ func (b *bench) verify(ctx context.Context, remote string) error {
 	if len(got) != len(b.src.ends) {
 		return fmt.Errorf("verify: %s has %d partitions, the source %d", remote, len(got), len(b.src.ends))
 	}
+	lead, err := leadingMarkers(ctx, b.dstSeeds, remote, got)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
 	var bad []string
 	for p, want := range b.src.ends {
 		s, _ := starts.Lookup(remote, p)
-		if got[p] != want || s.Offset != 0 {
-			bad = append(bad, fmt.Sprintf("partition %d: offsets %d..%d, want 0..%d", p, s.Offset, got[p], want))
+		if got[p]-lead[p] != want || s.Offset != 0 {
+			bad = append(bad, fmt.Sprintf("partition %d: offsets %d..%d after %d markers, want 0..%d", p, s.Offset, got[p], lead[p], want))
 		}
 	}
 	if len(bad) > 0 {
@@ -495,4 +503,33 @@ func (b *bench) perfReport(ctx context.Context, dir, name string) {
 		return
 	}
 	b.logf("profile of %s in %s", name, path)
+}
+
+// leadingMarkers counts, per partition of topic, the control records before
+// its first record: the abort marker that mm2go's fencing (the batches
+// copy mode's default) writes into every remote partition when it starts.
+func leadingMarkers(ctx context.Context, seeds []string, topic string, ends map[int32]int64) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, itopic.ReaderOpts()...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ranges := map[string]map[int32]itopic.Range{topic: {}}
+	for p, e := range ends {
+		ranges[topic][p] = itopic.Range{From: 0, To: min(e, 16)}
+	}
+	out := make(map[int32]int64)
+	err = itopic.ReadRanges(ctx, cl, ranges, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() {
+			return false
+		}
+		out[r.Partition]++
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the first offsets of %s: %w", topic, err)
+	}
+	return out, nil
 }
