@@ -65,7 +65,8 @@ const maxEncodedBatch = 512 << 10
 
 // coalesceBelow: a partition's fetched batches smaller than this on
 // average (a producer with linger.ms=0 or at a low rate writes a batch per
-// record or a few) are decoded and encoded again as few batches. Forwarded
+// record or a few) are decoded and encoded again as few batches (see
+// forwarder.encode). Forwarded
 // as they are, a Produce request carries one batch per partition, so the
 // copy would advance one such batch per round trip to the target. Larger
 // batches are forwarded.
@@ -92,9 +93,10 @@ type forwarder struct {
 	isolation                       kgo.IsolationLevel
 	produceTimeout                  time.Duration
 	decompressor                    kgo.Decompressor
-	// compressors by codec (kgo.CompressionCodecType; nil for none): a
-	// batch encoded again is compressed as its source batches were.
-	compressors [kgo.CodecZstd + 1]kgo.Compressor
+	// compressor compresses what the forwarder encodes (nil: nothing), as
+	// the record path's producer would: with the target producer's
+	// compression.type (franz-go's default: snappy).
+	compressor kgo.Compressor
 
 	// srcStale and dstStale ask for the source's and the target's
 	// metadata to be reloaded before the next request.
@@ -162,13 +164,9 @@ func newForwarder(r *Replicator) *forwarder {
 		fenceReqs:      make(chan fenceRequest),
 		sendDone:       make(chan struct{}),
 	}
-	for t, c := range map[kgo.CompressionCodecType]kgo.CompressionCodec{kgo.CodecGzip: kgo.GzipCompression(),
-		kgo.CodecSnappy: kgo.SnappyCompression(), kgo.CodecLz4: kgo.Lz4Compression(), kgo.CodecZstd: kgo.ZstdCompression()} {
-		comp, err := kgo.DefaultCompressor(c)
-		if err != nil {
-			panic(err) // the default codecs are valid
-		}
-		fw.compressors[t] = comp
+	if codecs, _ := dst.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec); len(codecs) > 0 {
+		// An error leaves it nil: uncompressed, as franz-go then sends.
+		fw.compressor, _ = kgo.DefaultCompressor(codecs...)
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
 		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)
@@ -1051,18 +1049,10 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 }
 
 // encode encodes recs (at least one) into a batch of p's to send,
-// compressed with the codec of the first of them that was compressed at
-// the source (a producer leaves a batch uncompressed where compression
-// would not shrink it); up gives each record's upstream offset.
+// compressed as the record path's producer would (fw.compressor); up gives
+// each record's upstream offset.
 func (fw *forwarder) encode(p *partition, epoch uint32, recs []*kgo.Record, up func(*kgo.Record) int64) *fwdBatch {
-	var comp kgo.Compressor
-	for _, rec := range recs {
-		if c := rec.Attrs.CompressionType(); c != 0 && int(c) < len(fw.compressors) {
-			comp = fw.compressors[c]
-			break
-		}
-	}
-	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs, comp), n: len(recs), maxTS: -1}
+	b := &fwdBatch{p: p, epoch: epoch, b: encodeBatch(recs, fw.compressor), n: len(recs), maxTS: -1}
 	for _, rec := range recs {
 		b.ups = append(b.ups, up(rec))
 		b.maxTS = max(b.maxTS, rec.Timestamp.UnixMilli())
