@@ -98,6 +98,8 @@ type partitionIndex struct {
 	markers map[[2]int64]bool
 	// unreadable are the gaps whose last reading failed, and when.
 	unreadable map[[2]int64]time.Time
+	// foreign holds the gaps read and found to hold other records.
+	foreign map[[2]int64]bool
 }
 
 // put adds or replaces the segment starting at s.from.
@@ -397,7 +399,7 @@ func (x *Index) unreadGaps(now time.Time) map[TopicPartition][][2]int64 {
 	for tp, p := range x.parts {
 		for i := 0; i+1 < len(p.segs); i++ {
 			g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
-			if g[1] <= g[0] || p.markers[g] {
+			if g[1] <= g[0] || p.markers[g] || p.foreign[g] {
 				continue
 			}
 			if at, ok := p.unreadable[g]; ok && now.Sub(at) < gapRetry {
@@ -432,8 +434,44 @@ func (x *Index) classified(tp TopicPartition, g [2]int64, control, failed bool, 
 		p.markers[g] = true
 		delete(p.unreadable, g)
 	default:
+		if p.foreign == nil {
+			p.foreign = make(map[[2]int64]bool)
+		}
+		p.foreign[g] = true
 		delete(p.unreadable, g)
 	}
+}
+
+// UnreadGap reports whether a gap between replicated records of tp that
+// lies in [from, below) has not been read yet (ClassifyGaps): not known to
+// be a marker nor another producer's records, and no read of it failed.
+// The live sync waits for such a gap to be read rather than lower an
+// offset to it: a fencing writer puts one into every remote partition at
+// each start.
+func (x *Index) UnreadGap(tp TopicPartition, from, below int64) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	p := x.parts[tp]
+	if p == nil {
+		return false
+	}
+	for i := 0; i+1 < len(p.segs); i++ {
+		g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
+		if g[1] <= g[0] || g[1] <= from {
+			continue
+		}
+		if g[0] >= below {
+			return false
+		}
+		if p.markers[g] || p.foreign[g] {
+			continue
+		}
+		if _, failed := p.unreadable[g]; failed {
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 // Position returns where copying of tp stands, if known.

@@ -157,7 +157,14 @@ func planSwitch(idx *Index, sel policy.TopicSelector, source string, src, tgt ka
 			continue
 		}
 		off := o.Translation.Downstream
-		if f, moved := noLoss(idx, TopicPartition{o.Topic, o.Partition}, off, currentOffset(tgt, o.RemoteTopic, o.Partition)); moved {
+		cur := currentOffset(tgt, o.RemoteTopic, o.Partition)
+		if idx != nil && idx.UnreadGap(TopicPartition{o.Topic, o.Partition}, max(cur, 0), off) {
+			// A gap not read yet (a fencing writer's marker, most
+			// likely): committed once the next round read it.
+			p.pending = append(p.pending, o)
+			continue
+		}
+		if f, moved := noLoss(idx, TopicPartition{o.Topic, o.Partition}, off, cur); moved {
 			off = f
 		}
 		md := o.Metadata

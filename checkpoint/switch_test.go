@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -363,4 +364,51 @@ func TestSwitchSyncNeverCommitsAStaleOffset(t *testing.T) {
 		require.Equal(t, []int64{95, 60}, committed(t, b.dstAdm, "g", "A.t", 2))
 		require.Equal(t, 1.0, skippedCount(c, SkipWouldRewind))
 	})
+}
+
+// TestPlanSwitchWaitsForUnreadGaps: a gap between replicated records that
+// no round has read yet (a fencing writer's abort marker, when it started
+// moments ago) keeps the partition pending instead of lowering its offset
+// to the gap, which delivered the records after it twice. Once read as a
+// marker the translation is committed; read as another producer's record,
+// or unreadable, the offset is lowered to it so that none is lost.
+func TestPlanSwitchWaitsForUnreadGaps(t *testing.T) {
+	const marker = "mm2go-sync:A->B"
+	// t/0: copies of 0..49 at 0..49, a gap at 50, copies of 50..99 at
+	// 51..100.
+	index := func() *Index {
+		idx := NewIndex(0, nil)
+		for _, r := range []policy.OffsetMapRecord{mseg("t", 0, 0, 49, 0), mseg("t", 0, 50, 99, 51), mpos("t", 0, 100, 101)} {
+			idx.Apply(r)
+		}
+		return idx
+	}
+	src := offs("", map[string]map[int32]int64{"t": {0: 80}})
+	gap := [2]int64{50, 51}
+	tp := TopicPartition{"t", 0}
+	for _, c := range []struct {
+		name    string
+		read    func(idx *Index)
+		offset  int64 // -1: pending
+		pending bool
+	}{
+		{"unread", func(*Index) {}, -1, true},
+		{"a marker", func(idx *Index) { idx.classified(tp, gap, true, false, time.Now()) }, 81, false},
+		{"another producer's record", func(idx *Index) { idx.classified(tp, gap, false, false, time.Now()) }, 50, false},
+		{"unreadable", func(idx *Index) { idx.classified(tp, gap, false, true, time.Now()) }, 50, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			idx := index()
+			c.read(idx)
+			p := planSwitch(idx, allTopics(t), "A", src, nil, false, nil, marker)
+			if c.pending {
+				require.Empty(t, p.wants)
+				require.Len(t, p.pending, 1)
+				return
+			}
+			require.Empty(t, p.pending)
+			require.Len(t, p.wants, 1)
+			require.Equal(t, c.offset, p.wants[0].offset)
+		})
+	}
 }

@@ -83,6 +83,9 @@ func (c *Checkpointer) sync(ctx context.Context) {
 			off := cp.DownstreamOffset
 			if up, ok := upstreamOf(c.o.Policy, c.o.Flow.Source, cp.Topic); ok {
 				cur := currentOffset(r.Fetched, cp.Topic, cp.Partition)
+				if c.idx != nil && c.idx.UnreadGap(TopicPartition{up, cp.Partition}, max(cur, 0), off) {
+					continue // synced once a round read the gap (a fencing writer's marker, most likely)
+				}
 				if f, moved := noLoss(c.idx, TopicPartition{up, cp.Partition}, off, cur); moved {
 					c.m.translated(c.flow, ModeOverlap)
 					c.warnOverlap(g, cp, f)

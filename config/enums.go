@@ -201,14 +201,14 @@ type CopyMode string
 
 const (
 	// CopyRecords decodes fetched records and produces them through the
-	// target client, which batches and compresses them anew. It is the
-	// default.
+	// target client, which batches and compresses them anew. A flow with
+	// provenance headers copies this way.
 	CopyRecords CopyMode = "records"
 	// CopyBatches forwards a fetched batch as it is (compressed as the
 	// source stored it; only the producer fields and the CRC are
 	// rewritten) when none of its records must change, and re-encodes the
 	// others (transactional and compacted batches, batches with log-append
-	// timestamps).
+	// timestamps) and small batches, several into one. It is the default.
 	CopyBatches CopyMode = "batches"
 )
 
@@ -216,11 +216,13 @@ const (
 type Fencing string
 
 const (
-	// FencingNone relies on the flow's lease alone (the default).
+	// FencingNone relies on the flow's lease alone (always in the record
+	// mode).
 	FencingNone Fencing = "none"
 	// FencingEpoch makes the batches mode's writer bump its transactional
 	// id's epoch and write an abort marker into every remote partition at
-	// each start, so that an older writer cannot write any more.
+	// each start, so that an older writer cannot write any more. It is the
+	// batches mode's default.
 	FencingEpoch Fencing = "epoch"
 )
 
