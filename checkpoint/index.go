@@ -362,7 +362,8 @@ func (x *Index) Translate(tp TopicPartition, upstream int64) (Translation, bool)
 // copies (identity policy, producers switched before replication
 // finished). A consumer that resumes at a translation above such records
 // never reads them. Gaps found to hold only control records (ClassifyGaps)
-// are not foreign; gaps not read yet are.
+// are not foreign; gaps not read yet are (the live sync waits for them
+// instead, see UnreadGap).
 func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
