@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"iter"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -371,20 +373,28 @@ func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
 	if p == nil {
 		return 0, false
 	}
-	for i := 0; i+1 < len(p.segs); i++ {
-		start, end := p.segs[i].lastDown()+1, p.segs[i+1].down
-		if end <= start || end <= from {
-			continue
+	for g := range p.gaps(from, below) {
+		if !p.markers[g] {
+			return max(g[0], from), true
 		}
-		if start >= below {
-			return 0, false
-		}
-		if p.markers[[2]int64{start, end}] {
-			continue
-		}
-		return max(start, from), true
 	}
 	return 0, false
+}
+
+// gaps yields, in order, the gaps between p's segments (downstream offsets
+// [from, to) that hold no replicated record) that reach into [from, below).
+func (p *partitionIndex) gaps(from, below int64) iter.Seq[[2]int64] {
+	return func(yield func([2]int64) bool) {
+		for i := 0; i+1 < len(p.segs); i++ {
+			g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
+			if g[1] <= g[0] || g[1] <= from {
+				continue
+			}
+			if g[0] >= below || !yield(g) {
+				return
+			}
+		}
+	}
 }
 
 // gapRetry is how long a gap whose reading failed is left alone.
@@ -398,9 +408,8 @@ func (x *Index) unreadGaps(now time.Time) map[TopicPartition][][2]int64 {
 	defer x.mu.RUnlock()
 	out := make(map[TopicPartition][][2]int64)
 	for tp, p := range x.parts {
-		for i := 0; i+1 < len(p.segs); i++ {
-			g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
-			if g[1] <= g[0] || p.markers[g] || p.foreign[g] {
+		for g := range p.gaps(0, math.MaxInt64) {
+			if p.markers[g] || p.foreign[g] {
 				continue
 			}
 			if at, ok := p.unreadable[g]; ok && now.Sub(at) < gapRetry {
@@ -456,21 +465,10 @@ func (x *Index) UnreadGap(tp TopicPartition, from, below int64) bool {
 	if p == nil {
 		return false
 	}
-	for i := 0; i+1 < len(p.segs); i++ {
-		g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
-		if g[1] <= g[0] || g[1] <= from {
-			continue
+	for g := range p.gaps(from, below) {
+		if _, failed := p.unreadable[g]; !failed && !p.markers[g] && !p.foreign[g] {
+			return true
 		}
-		if g[0] >= below {
-			return false
-		}
-		if p.markers[g] || p.foreign[g] {
-			continue
-		}
-		if _, failed := p.unreadable[g]; failed {
-			continue
-		}
-		return true
 	}
 	return false
 }

@@ -66,10 +66,9 @@ const maxEncodedBatch = 512 << 10
 // coalesceBelow: a partition's fetched batches smaller than this on
 // average (a producer with linger.ms=0 or at a low rate writes a batch per
 // record or a few) are decoded and encoded again as few batches (see
-// forwarder.encode). Forwarded
-// as they are, a Produce request carries one batch per partition, so the
-// copy would advance one such batch per round trip to the target. Larger
-// batches are forwarded.
+// forwarder.encode). Forwarded as they are, a Produce request carries one
+// batch per partition, so the copy would advance one such batch per round
+// trip to the target. Larger batches are forwarded.
 const coalesceBelow = 32 << 10
 
 // coalesce reports whether a partition's fetched batches are small enough

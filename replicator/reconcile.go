@@ -108,12 +108,14 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	var tails []tailJob
 	for _, p := range parts {
 		k := tp{p.topic, p.partition}
+		// A marked partition's last offset is this start's abort marker.
+		var marker int64
+		if marked[tp{p.remote, p.partition}] {
+			marker = 1
+		}
 		e, ok := targetEnd[tp{p.remote, p.partition}]
 		if !ok && fresh[p.remote] {
-			e, ok = 0, true // just created: empty, but for this start's marker
-			if marked[tp{p.remote, p.partition}] {
-				e = 1
-			}
+			e, ok = marker, true // just created: empty but for the marker
 		}
 		if !ok {
 			// A remote topic just created by another task, say: tried
@@ -163,10 +165,7 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			anchorUp, anchorDown = sourceStart[k]-1, targetStart[tp{p.remote, p.partition}]-1
 		}
 		st.from = anchorUp + 1
-		before := e // the end before this start's abort marker
-		if marked[tp{p.remote, p.partition}] {
-			before--
-		}
+		before := e - marker // the end before this start's abort marker
 		switch {
 		case before == anchorDown+1:
 			if ms.pos != nil && ms.pos.DownNext == before && ms.pos.Next > st.from {
