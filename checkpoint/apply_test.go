@@ -12,6 +12,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -19,7 +20,7 @@ import (
 // offsets of group g (see syncBed, plus u/0 which the map does not know).
 func translated(t *testing.T, b *bed, f *config.Flow) []GroupOffset {
 	t.Helper()
-	idx, err := LoadIndex(context.Background(), b.client(b.dst, itopic.ReaderOpts()...), policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(context.Background(), b.client(b.dst, itopic.ReaderOpts()...), offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	offs, err := Translate(context.Background(), b.srcAdm, idx, selector(t, f), "A", "g", "")
 	require.NoError(t, err)
@@ -41,7 +42,7 @@ func TestLoadIndexAndTranslate(t *testing.T) {
 		{Topic: "u", Partition: 0, RemoteTopic: "A.u", SourceOffset: 3},
 	}, offs, "unreplicated topics are left out; unknown partitions are marked")
 
-	idx, err := LoadIndex(context.Background(), b.client(b.dst, itopic.ReaderOpts()...), policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(context.Background(), b.client(b.dst, itopic.ReaderOpts()...), offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	sel := selector(t, f)
 	only, err := Translate(context.Background(), b.srcAdm, idx, sel, "A", "g", "u")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -99,19 +100,19 @@ func createTopic(t *testing.T, c *kfake.Cluster, topic string, partitions int32)
 }
 
 // seg and posn build offset map records of any partition.
-func mseg(topic string, p int32, from, last, down int64) policy.OffsetMapRecord {
-	return policy.OffsetMapRecord{Segment: &policy.Segment{Topic: topic, Partition: p, From: from, Last: last, Down: down}}
+func mseg(topic string, p int32, from, last, down int64) offsetmap.Record {
+	return offsetmap.Record{Segment: &offsetmap.Segment{Topic: topic, Partition: p, From: from, Last: last, Down: down}}
 }
 
-func mpos(topic string, p int32, next, downNext int64) policy.OffsetMapRecord {
-	return policy.OffsetMapRecord{Position: &policy.Position{Topic: topic, Partition: p, Next: next, DownNext: downNext}}
+func mpos(topic string, p int32, next, downNext int64) offsetmap.Record {
+	return offsetmap.Record{Position: &offsetmap.Position{Topic: topic, Partition: p, Next: next, DownNext: downNext}}
 }
 
 // writeMap writes records to the offset map topic of source A on B, as the
 // replicator does.
-func (b *bed) writeMap(recs ...policy.OffsetMapRecord) {
+func (b *bed) writeMap(recs ...offsetmap.Record) {
 	b.t.Helper()
-	topic := policy.OffsetMapTopic("A")
+	topic := offsetmap.Topic("A")
 	_, err := itopic.Ensure(context.Background(), b.dstAdm, itopic.Spec{Name: topic, Partitions: 1, ReplicationFactor: 1})
 	require.NoError(b.t, err)
 	var krs []*kgo.Record

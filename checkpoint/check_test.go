@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/itopic"
-	"github.com/mm2go/mm2go/policy"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
 // produceSource writes n records to partition p of topic on the source.
@@ -81,7 +81,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 
-	idx, err := LoadIndex(ctx, b.client(b.dst, itopic.ReaderOpts()...), policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(ctx, b.client(b.dst, itopic.ReaderOpts()...), offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	sel := selector(t, f)
 

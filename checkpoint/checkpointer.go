@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -78,7 +79,7 @@ type Checkpointer struct {
 	mapTopic string
 	idx      *Index
 	st       *store
-	feed     *mapFeed
+	feed     *offsetmap.Feed
 
 	sw     *switchState // the exact sync's memory; only its loop uses it
 	marker string       // commit metadata of the exact sync's own commits
@@ -125,21 +126,21 @@ func New(o Options) (*Checkpointer, error) {
 		},
 		groupsF:  groups,
 		cpTopic:  o.Policy.CheckpointsTopic(f.Source),
-		mapTopic: policy.OffsetMapTopic(f.Source),
+		mapTopic: offsetmap.Topic(f.Source),
 		st:       newStore(),
 		sw:       newSwitchState(),
 		marker:   syncMarker(f.Name()),
 	}
 	c.idx = NewIndex(o.MaxSegments, c.onThin)
-	c.feed = &mapFeed{
-		cl:        o.MapReader,
-		topic:     c.mapTopic,
-		idx:       c.idx,
-		malformed: c.onMalformedMap,
-		failed: func(err error) {
+	c.feed = &offsetmap.Feed{
+		Client:    o.MapReader,
+		Topic:     c.mapTopic,
+		Apply:     c.idx.Apply,
+		Malformed: c.onMalformedMap,
+		Failed: func(err error) {
 			c.fail(context.Background(), reasonOf(err, reasonMapRead), "read offset map; retried", err, zap.String("topic", c.mapTopic))
 		},
-		applied: c.updateIndexMetrics,
+		Applied: c.updateIndexMetrics,
 	}
 	return c, nil
 }
@@ -181,7 +182,7 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	}
 	f := c.o.Flow
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.feed.tail(gctx) })
+	g.Go(func() error { return c.feed.Tail(gctx) })
 	if f.RefreshGroupsEnabled && f.RefreshGroupsInterval > 0 {
 		g.Go(func() error { return every(gctx, f.RefreshGroupsInterval, c.refreshGroups) })
 	}
@@ -241,7 +242,7 @@ func (c *Checkpointer) start(ctx context.Context) error {
 	if err := c.st.load(ctx, c.o.CheckpointReader, c.cpTopic, c.groupsF, c.replicates, c.onMalformedCheckpoint); err != nil {
 		return err
 	}
-	if err := c.feed.load(ctx); err != nil {
+	if err := c.feed.Load(ctx); err != nil {
 		return fmt.Errorf("load offset map %s: %w", c.mapTopic, err)
 	}
 	c.updateIndexMetrics()

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -215,12 +216,12 @@ func TestNoCheckpointsBeforeMapData(t *testing.T) {
 func TestIndexDegradationIsReported(t *testing.T) {
 	b := newBed(t)
 	f := b.flow("topics = t")
-	var recs []policy.OffsetMapRecord
+	var recs []offsetmap.Record
 	for i := range int64(10) {
 		recs = append(recs, mseg("t", 0, i*10, i*10+8, i*9)) // a gap after every 9 records
 	}
 	b.writeMap(recs...)
-	b.produceRaw(policy.OffsetMapTopic("A"), &kgo.Record{Key: []byte{7}, Value: []byte{1}}) // malformed: skipped and counted
+	b.produceRaw(offsetmap.Topic("A"), &kgo.Record{Key: []byte{7}, Value: []byte{1}}) // malformed: skipped and counted
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zap.WarnLevel)
 	c := b.started(f, reg, zap.New(core), func(o *Options) { o.MaxSegments = 4 })

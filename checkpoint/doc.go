@@ -5,7 +5,7 @@
 // It owns:
 //
 //   - the in-memory translation Index, fed from mm2go's offset map topic
-//     (policy.OffsetMapTopic) that the replicator writes on the target;
+//     (offsetmap.Topic) that the replicator writes on the target;
 //   - checkpoint emission: every emit.checkpoints.interval.seconds, the
 //     committed source offsets of the groups the flow selects (groups /
 //     groups.exclude, and only groups with a committed offset on a topic the

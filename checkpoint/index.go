@@ -1,13 +1,16 @@
 package checkpoint
 
 import (
+	"context"
 	"iter"
 	"math"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/mm2go/mm2go/policy"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
 // Mode says how a translation was derived. Every mode but ModeApproximate
@@ -73,7 +76,7 @@ func (m Mode) String() string {
 	}
 }
 
-// segment is policy.Segment without the partition's name.
+// segment is offsetmap.Segment without the partition's name.
 type segment struct {
 	from, last, down int64
 }
@@ -92,7 +95,7 @@ type point struct{ up, down int64 }
 type partitionIndex struct {
 	segs    []segment
 	coarse  []point // thinned history and imported syncs, sorted, all below segs[0].from
-	pos     *policy.Position
+	pos     *offsetmap.Position
 	thinned bool
 	// markers are the gaps between segments (downstream [from, to)) read
 	// and found to hold only control records: the abort markers a fencing
@@ -296,7 +299,7 @@ func NewIndex(maxSegments int, onThin func(TopicPartition)) *Index {
 }
 
 // Apply adds one decoded offset map record.
-func (x *Index) Apply(r policy.OffsetMapRecord) {
+func (x *Index) Apply(r offsetmap.Record) {
 	var tp TopicPartition
 	switch {
 	case r.Segment != nil:
@@ -474,12 +477,12 @@ func (x *Index) UnreadGap(tp TopicPartition, from, below int64) bool {
 }
 
 // Position returns where copying of tp stands, if known.
-func (x *Index) Position(tp TopicPartition) (policy.Position, bool) {
+func (x *Index) Position(tp TopicPartition) (offsetmap.Position, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	p := x.parts[tp]
 	if p == nil || p.pos == nil {
-		return policy.Position{}, false
+		return offsetmap.Position{}, false
 	}
 	return *p.pos, true
 }
@@ -497,4 +500,19 @@ func (x *Index) Stats() (partitions, segments, thinned int) {
 		}
 	}
 	return partitions, segments, thinned
+}
+
+// LoadIndex reads the offset map topic (offsetmap.Topic of the flow's
+// source) from its start to its current end into a new Index that keeps at
+// most maxSegments exact segments per partition (0 means
+// DefaultMaxSegments). reader must be a client without group options built
+// with itopic.ReaderOpts; it can be reused afterwards. A missing topic
+// gives an empty index. Records that do not decode are skipped. It returns
+// an error, and no index, when the topic cannot be listed or read.
+func LoadIndex(ctx context.Context, reader *kgo.Client, topic string, maxSegments int) (*Index, error) {
+	idx := NewIndex(maxSegments, nil)
+	if err := offsetmap.Read(ctx, reader, topic, idx.Apply, nil); err != nil {
+		return nil, err
+	}
+	return idx, nil
 }

@@ -6,19 +6,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mm2go/mm2go/policy"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
-func seg(from, last, down int64) policy.OffsetMapRecord {
-	return policy.OffsetMapRecord{Segment: &policy.Segment{Topic: "t", Partition: 0, From: from, Last: last, Down: down}}
+func seg(from, last, down int64) offsetmap.Record {
+	return offsetmap.Record{Segment: &offsetmap.Segment{Topic: "t", Partition: 0, From: from, Last: last, Down: down}}
 }
 
-func pos(next, downNext int64) policy.OffsetMapRecord {
-	return policy.OffsetMapRecord{Position: &policy.Position{Topic: "t", Partition: 0, Next: next, DownNext: downNext}}
+func pos(next, downNext int64) offsetmap.Record {
+	return offsetmap.Record{Position: &offsetmap.Position{Topic: "t", Partition: 0, Next: next, DownNext: downNext}}
 }
 
-func imported(up, down int64) policy.OffsetMapRecord {
-	return policy.OffsetMapRecord{Imported: &policy.ImportedSync{Topic: "t", Partition: 0, Upstream: up, Downstream: down}}
+func imported(up, down int64) offsetmap.Record {
+	return offsetmap.Record{Imported: &offsetmap.Imported{Topic: "t", Partition: 0, Upstream: up, Downstream: down}}
 }
 
 var tp0 = TopicPartition{"t", 0}
@@ -30,48 +30,48 @@ func TestTranslate(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		records []policy.OffsetMapRecord
+		records []offsetmap.Record
 		want    []want
 	}{
 		{
 			name:    "contiguous run, no position",
-			records: []policy.OffsetMapRecord{seg(0, 99, 0)},
+			records: []offsetmap.Record{seg(0, 99, 0)},
 			want:    []want{{0, 0, ModeExact}, {50, 50, ModeExact}, {100, 100, ModeExact}, {150, 100, ModeBeyond}},
 		},
 		{
 			name:    "contiguous run caught up",
-			records: []policy.OffsetMapRecord{seg(0, 99, 0), pos(100, 100)},
+			records: []offsetmap.Record{seg(0, 99, 0), pos(100, 100)},
 			want:    []want{{100, 100, ModeExact}, {101, 100, ModeBeyond}},
 		},
 		{
 			name:    "upstream gap (compaction)",
-			records: []policy.OffsetMapRecord{seg(0, 9, 0), seg(12, 20, 10)},
+			records: []offsetmap.Record{seg(0, 9, 0), seg(12, 20, 10)},
 			want:    []want{{10, 10, ModeExact}, {11, 10, ModeGap}, {12, 10, ModeExact}, {13, 11, ModeExact}, {21, 19, ModeExact}},
 		},
 		{
 			name:    "transaction markers upstream",
-			records: []policy.OffsetMapRecord{seg(0, 4, 0), seg(6, 10, 5), seg(12, 16, 10), pos(18, 15)},
+			records: []offsetmap.Record{seg(0, 4, 0), seg(6, 10, 5), seg(12, 16, 10), pos(18, 15)},
 			want:    []want{{5, 5, ModeExact}, {6, 5, ModeExact}, {7, 6, ModeExact}, {11, 10, ModeExact}, {12, 10, ModeExact}, {17, 15, ModeExact}, {18, 15, ModeExact}, {19, 15, ModeBeyond}},
 		},
 		{
 			name: "foreign writes downstream are read, not skipped",
 			// Five records of another producer sit at downstream 10..14.
-			records: []policy.OffsetMapRecord{seg(0, 9, 0), seg(10, 19, 15)},
+			records: []offsetmap.Record{seg(0, 9, 0), seg(10, 19, 15)},
 			want:    []want{{10, 10, ModeExact}, {11, 16, ModeExact}},
 		},
 		{
 			name:    "replication started later",
-			records: []policy.OffsetMapRecord{seg(100, 199, 0)},
+			records: []offsetmap.Record{seg(100, 199, 0)},
 			want:    []want{{50, 0, ModeBefore}, {100, 0, ModeExact}, {101, 1, ModeExact}},
 		},
 		{
 			name:    "empty partition: only a position",
-			records: []policy.OffsetMapRecord{pos(0, 0)},
+			records: []offsetmap.Record{pos(0, 0)},
 			want:    []want{{0, 0, ModeExact}, {5, 0, ModeBeyond}},
 		},
 		{
 			name:    "gap at the tail, position past the markers",
-			records: []policy.OffsetMapRecord{seg(0, 9, 0), pos(11, 10)},
+			records: []offsetmap.Record{seg(0, 9, 0), pos(11, 10)},
 			want:    []want{{10, 10, ModeExact}, {11, 10, ModeExact}, {12, 10, ModeBeyond}},
 		},
 		{
@@ -79,12 +79,12 @@ func TestTranslate(t *testing.T) {
 			// sparsely), mm2go copies from 100 on. Offsets before the
 			// takeover translate with MM2's rule, never past the truth.
 			name:    "taken over from Apache MM2",
-			records: []policy.OffsetMapRecord{imported(0, 0), imported(50, 50), imported(99, 99), seg(100, 149, 100)},
+			records: []offsetmap.Record{imported(0, 0), imported(50, 50), imported(99, 99), seg(100, 149, 100)},
 			want:    []want{{0, 0, ModeBefore}, {33, 1, ModeApproximate}, {60, 51, ModeApproximate}, {100, 100, ModeApproximate}, {101, 101, ModeExact}},
 		},
 		{
 			name:    "segment rewritten as it grows; tombstone removes",
-			records: []policy.OffsetMapRecord{seg(0, 5, 0), seg(0, 9, 0), seg(10, 12, 20), {Segment: &policy.Segment{Topic: "t", From: 10}, Deleted: true}},
+			records: []offsetmap.Record{seg(0, 5, 0), seg(0, 9, 0), seg(10, 12, 20), {Segment: &offsetmap.Segment{Topic: "t", From: 10}, Deleted: true}},
 			want:    []want{{10, 10, ModeExact}, {12, 10, ModeBeyond}},
 		},
 	}
@@ -108,9 +108,9 @@ func TestTranslate(t *testing.T) {
 // replicated simulates a replicator: a random upstream log with gaps is
 // copied in runs (restarts, foreign writes in between) and the segments it
 // would record are returned with every (upstream, downstream) pair.
-func replicated(r *rand.Rand, n int) (pairs [][2]int64, recs []policy.OffsetMapRecord) {
+func replicated(r *rand.Rand, n int) (pairs [][2]int64, recs []offsetmap.Record) {
 	up, down := int64(r.IntN(5)), int64(0)
-	var cur *policy.Segment
+	var cur *offsetmap.Segment
 	for range n {
 		if r.IntN(10) == 0 {
 			up += 1 + int64(r.IntN(4)) // upstream gap
@@ -122,15 +122,15 @@ func replicated(r *rand.Rand, n int) (pairs [][2]int64, recs []policy.OffsetMapR
 			cur.Last = up
 		} else {
 			if cur != nil {
-				recs = append(recs, policy.OffsetMapRecord{Segment: cur})
+				recs = append(recs, offsetmap.Record{Segment: cur})
 			}
-			cur = &policy.Segment{Topic: "t", From: up, Last: up, Down: down}
+			cur = &offsetmap.Segment{Topic: "t", From: up, Last: up, Down: down}
 		}
 		pairs = append(pairs, [2]int64{up, down})
 		up++
 		down++
 	}
-	recs = append(recs, policy.OffsetMapRecord{Segment: cur})
+	recs = append(recs, offsetmap.Record{Segment: cur})
 	return pairs, recs
 }
 
@@ -202,7 +202,7 @@ func TestForeignRun(t *testing.T) {
 	x := NewIndex(0, nil)
 	// Copies at 0..9, another producer at 10..14, copies at 15..24 and a
 	// second foreign run at 25..26, copies from 27 on.
-	for _, r := range []policy.OffsetMapRecord{seg(0, 9, 0), seg(10, 19, 15), seg(20, 29, 27)} {
+	for _, r := range []offsetmap.Record{seg(0, 9, 0), seg(10, 19, 15), seg(20, 29, 27)} {
 		x.Apply(r)
 	}
 	tests := []struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -48,7 +49,7 @@ func TestOverlapLosesNothing(t *testing.T) {
 
 	sel := selector(t, f)
 	sel.Policy = pol
-	idx, err := LoadIndex(ctx, b.client(b.dst, itopic.ReaderOpts()...), policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(ctx, b.client(b.dst, itopic.ReaderOpts()...), offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	rep, err := Check(ctx, b.srcAdm, b.dstAdm, idx, sel, "A", []string{"g"}, CheckOptions{})
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestFenceMarkersAreNotForeign(t *testing.T) {
 
 	// Unread, the gap counts as another producer's record.
 	reader := b.client(b.dst, itopic.ReaderOpts()...)
-	idx, err := LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(ctx, reader, offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	tp := TopicPartition{"t", 0}
 	at, foreign := idx.ForeignRun(tp, 0, 31)
@@ -131,7 +132,7 @@ func TestFenceMarkersAreNotForeign(t *testing.T) {
 	copies(5) // copies of 30..34 at 32..36
 	b.produceSource("t", 0, 5)
 	b.writeMap(mseg("t", 0, 30, 34, 32))
-	idx, err = LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	idx, err = LoadIndex(ctx, reader, offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))
 	at, foreign = idx.ForeignRun(tp, 0, 37)
@@ -160,7 +161,7 @@ func TestClassifyGapsInRounds(t *testing.T) {
 	// Per partition: copies of 0..9 at 0..9, then three times a gap at
 	// 10, 16, 22 (a marker, or on partition 3 the last time a foreign
 	// record) and five copies after it.
-	var recs []policy.OffsetMapRecord
+	var recs []offsetmap.Record
 	for p := range int32(4) {
 		copies(p, 10)
 		recs = append(recs, mseg("t", p, 0, 9, 0))
@@ -182,7 +183,7 @@ func TestClassifyGapsInRounds(t *testing.T) {
 	b.writeMap(recs...)
 
 	reader := b.client(b.dst, itopic.ReaderOpts()...)
-	idx, err := LoadIndex(ctx, reader, policy.OffsetMapTopic("A"), 0)
+	idx, err := LoadIndex(ctx, reader, offsetmap.Topic("A"), 0)
 	require.NoError(t, err)
 	fetches := b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "A.t", Observe: true, Count: -1})
 	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -32,7 +33,7 @@ func offs(md string, byTopic map[string]map[int32]int64) kadm.OffsetResponses {
 // both replicated up to upstream 100.
 func switchIndex() *Index {
 	idx := NewIndex(0, nil)
-	for _, r := range []policy.OffsetMapRecord{
+	for _, r := range []offsetmap.Record{
 		mseg("t", 0, 0, 99, 0), mpos("t", 0, 100, 100),
 		mseg("t", 1, 0, 99, 10), mpos("t", 1, 100, 110),
 	} {
@@ -378,7 +379,7 @@ func TestPlanSwitchWaitsForUnreadGaps(t *testing.T) {
 	// 51..100.
 	index := func() *Index {
 		idx := NewIndex(0, nil)
-		for _, r := range []policy.OffsetMapRecord{mseg("t", 0, 0, 49, 0), mseg("t", 0, 50, 99, 51), mpos("t", 0, 100, 101)} {
+		for _, r := range []offsetmap.Record{mseg("t", 0, 0, 49, 0), mseg("t", 0, 50, 99, 51), mpos("t", 0, 100, 101)} {
 			idx.Apply(r)
 		}
 		return idx

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -596,15 +597,15 @@ func TestIntegrationFailoverFailback(t *testing.T) {
 func strPtr(s string) *string { return &s }
 
 // logOffsetMap logs mm2go's offset map of the flow from source for topic,
-// decoded with policy.DecodeOffsetMap: the segments (runs of contiguously
+// decoded with offsetmap.Decode: the segments (runs of contiguously
 // copied records) and positions per partition, to explain a failure.
 func logOffsetMap(t *testing.T, source, topic string) {
 	t.Helper()
-	mapTopic := policy.OffsetMapTopic(source)
+	mapTopic := offsetmap.Topic(source)
 	byPart := make(map[int32][]string)
 	for _, rs := range readAll(t, targetSeeds, mapTopic) {
 		for _, r := range rs {
-			m, err := policy.DecodeOffsetMap(r.Key, r.Value)
+			m, err := offsetmap.Decode(r.Key, r.Value)
 			require.NoError(t, err, "offset map record %s[%d]@%d", mapTopic, r.Partition, r.Offset)
 			switch {
 			case m.Segment != nil && m.Segment.Topic == topic:

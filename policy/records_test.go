@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mm2go/mm2go/internal/kbin"
 )
 
 // unhex decodes a hex string that may contain spaces and '|' separators, as in the spec.
@@ -109,7 +111,7 @@ func TestHeartbeatBytes(t *testing.T) {
 }
 
 func TestRecordRoundTrips(t *testing.T) {
-	long := strings.Repeat("x", maxStringLen)
+	long := strings.Repeat("x", kbin.MaxStringLen)
 	t.Run("offset sync", func(t *testing.T) {
 		for _, s := range []OffsetSync{
 			{},
@@ -153,7 +155,7 @@ func TestRecordRoundTrips(t *testing.T) {
 }
 
 func TestRecordEncodeStringTooLong(t *testing.T) {
-	long := strings.Repeat("x", maxStringLen+1)
+	long := strings.Repeat("x", kbin.MaxStringLen+1)
 	tests := []struct {
 		name   string
 		encode func() ([]byte, error)

@@ -9,8 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/mm2go/mm2go/internal/itopic"
-	"github.com/mm2go/mm2go/policy"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
 // tp names a source partition.
@@ -22,54 +21,25 @@ type tp struct {
 // mapState is what the offset map says of one partition: its newest
 // segment (where copying stopped) and its position.
 type mapState struct {
-	last *policy.Segment
-	pos  *policy.Position
+	last *offsetmap.Segment
+	pos  *offsetmap.Position
 	id   kadm.TopicID // source topic incarnation of pos (topicIDHeader); zero if unknown
 }
 
 // loadMap reads the offset map topic and returns, per partition, the newest
 // segment and the position. Undecodable records are skipped and counted.
 func (r *Replicator) loadMap(ctx context.Context) (map[tp]mapState, error) {
-	out := make(map[tp]mapState)
-	var bad int
-	err := itopic.ReadAll(ctx, r.o.TargetReader, r.mapTopic, func(rec *kgo.Record) {
-		m, err := policy.DecodeOffsetMap(rec.Key, rec.Value)
-		if err != nil {
-			bad++
-			return
-		}
-		switch {
-		case m.Segment != nil:
-			k := tp{m.Segment.Topic, m.Segment.Partition}
-			st := out[k]
-			switch {
-			case m.Deleted:
-				if st.last != nil && st.last.From == m.Segment.From {
-					st.last = nil // pruning never deletes the newest; keep going
-				}
-			case st.last == nil || m.Segment.From >= st.last.From:
-				s := *m.Segment
-				st.last = &s
-			}
-			out[k] = st
-		case m.Position != nil:
-			k := tp{m.Position.Topic, m.Position.Partition}
-			st := out[k]
-			if m.Deleted {
-				st.pos, st.id = nil, kadm.TopicID{}
-			} else {
-				p := *m.Position
-				st.pos, st.id = &p, topicIDOf(rec.Headers)
-			}
-			out[k] = st
-		}
-	})
+	st, bad, err := offsetmap.Load(ctx, r.o.TargetReader, r.mapTopic)
 	if err != nil {
-		return nil, fmt.Errorf("read offset map %s: %w", r.mapTopic, err)
+		return nil, err
 	}
 	if bad > 0 {
 		r.m.error(r.flow, reasonOffsetMap)
 		r.log.Warn("skipped undecodable offset map records", zap.String("topic", r.mapTopic), zap.Int("records", bad))
+	}
+	out := make(map[tp]mapState, len(st))
+	for k, p := range st {
+		out[tp{k.Topic, k.Partition}] = mapState{last: p.Newest(), pos: p.Position, id: p.TopicID}
 	}
 	return out, nil
 }
@@ -97,41 +67,18 @@ func (r *Replicator) pruneLoop(ctx context.Context, every time.Duration) error {
 }
 
 func (r *Replicator) prune(ctx context.Context) (int, error) {
-	segs := make(map[tp][]policy.Segment)
 	r.readers.Lock()
-	err := itopic.ReadAll(ctx, r.o.TargetReader, r.mapTopic, func(rec *kgo.Record) {
-		m, err := policy.DecodeOffsetMap(rec.Key, rec.Value)
-		if err != nil || m.Segment == nil || !r.owns(m.Segment.Topic, m.Segment.Partition) {
-			return // another task prunes its own
-		}
-		k := tp{m.Segment.Topic, m.Segment.Partition}
-		if m.Deleted {
-			for i, s := range segs[k] {
-				if s.From == m.Segment.From {
-					segs[k] = append(segs[k][:i], segs[k][i+1:]...)
-					break
-				}
-			}
-			return
-		}
-		for i, s := range segs[k] {
-			if s.From == m.Segment.From {
-				segs[k][i] = *m.Segment
-				return
-			}
-		}
-		segs[k] = append(segs[k], *m.Segment)
-	})
+	st, _, err := offsetmap.Load(ctx, r.o.TargetReader, r.mapTopic)
 	r.readers.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	var topics []string
 	seen := make(map[string]bool)
-	for k := range segs {
-		if !seen[k.topic] {
-			seen[k.topic] = true
-			topics = append(topics, k.topic)
+	for k, p := range st {
+		if len(p.Segments) > 1 && r.owns(k.Topic, k.Partition) && !seen[k.Topic] {
+			seen[k.Topic] = true
+			topics = append(topics, k.Topic)
 		}
 	}
 	if len(topics) == 0 {
@@ -142,24 +89,18 @@ func (r *Replicator) prune(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list source start offsets: %w", err)
 	}
 	var tombs []*kgo.Record
-	for k, ss := range segs {
-		o, ok := starts.Lookup(k.topic, k.partition)
-		if !ok || o.Err != nil {
-			continue
+	for k, p := range st {
+		o, ok := starts.Lookup(k.Topic, k.Partition)
+		if !ok || o.Err != nil || !r.owns(k.Topic, k.Partition) {
+			continue // another task prunes its own
 		}
-		var newest int64 = -1
-		for _, s := range ss {
-			newest = max(newest, s.From)
-		}
-		for _, s := range ss {
-			if s.From == newest || s.Last >= o.Offset {
+		for _, s := range p.Segments[:len(p.Segments)-1] { // the newest is kept
+			if s.Last >= o.Offset {
 				continue
 			}
-			key, err := s.Key()
-			if err != nil {
-				continue
+			if t, err := offsetmap.SegmentTombstone(r.mapTopic, s); err == nil {
+				tombs = append(tombs, t)
 			}
-			tombs = append(tombs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key})
 		}
 	}
 	if len(tombs) == 0 {
@@ -173,22 +114,20 @@ func (r *Replicator) prune(ctx context.Context) (int, error) {
 
 // mapRecords encodes what a flush writes to the offset map.
 func (r *Replicator) mapRecords(pd pending, recs []*kgo.Record) []*kgo.Record {
-	for _, s := range pd.imported {
-		if key, err := s.Key(); err == nil {
-			recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: s.Value()})
+	add := func(rec *kgo.Record, err error) {
+		if err == nil { // a topic name cannot exceed the length limit
+			recs = append(recs, rec)
 		}
+	}
+	for _, s := range pd.imported {
+		add(offsetmap.ImportedRecord(r.mapTopic, s))
 	}
 	for _, s := range pd.segs {
-		key, err := s.Key()
-		if err != nil {
-			continue // a topic name cannot exceed the length limit
-		}
-		recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: s.Value()})
+		add(offsetmap.SegmentRecord(r.mapTopic, s))
 	}
 	if pd.pos != nil {
-		if key, err := pd.pos.Key(); err == nil {
-			recs = append(recs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: key, Value: pd.pos.Value(), Headers: r.inc.header(pd.p.topic)})
-		}
+		id, _ := r.inc.id(pd.p.topic)
+		add(offsetmap.PositionRecord(r.mapTopic, *pd.pos, id))
 	}
 	return recs
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -63,11 +64,11 @@ type partition struct {
 	// Guarded by mu: the exact offset map and MM2's offset syncs, changed
 	// by the promise goroutine per acknowledged record, taken by the flush.
 	mu       sync.Mutex
-	seg      policy.Segment // the open segment, valid when segOpen
+	seg      offsetmap.Segment // the open segment, valid when segOpen
 	segOpen  bool
-	segDirty bool             // the open segment changed since it was last taken
-	closed   []policy.Segment // closed segments not yet written
-	imported []policy.ImportedSync
+	segDirty bool                // the open segment changed since it was last taken
+	closed   []offsetmap.Segment // closed segments not yet written
+	imported []offsetmap.Imported
 	downNext int64 // downstream offset the next record is expected at
 	syncer   syncDecider
 	syncs    []policy.OffsetSync // syncs MM2's rule says must be sent
@@ -75,7 +76,7 @@ type partition struct {
 	hasDelay bool
 
 	// Flush loop only.
-	posWritten policy.Position
+	posWritten offsetmap.Position
 
 	m partitionMetrics
 }
@@ -95,11 +96,11 @@ type start struct {
 	stored int64
 	// open is the segment copying continues, if the last copied record is
 	// known; downNext is the downstream offset of the next record.
-	open     *policy.Segment
+	open     *offsetmap.Segment
 	downNext int64
 	// imported are the previous replicator's offset syncs, written to the
 	// offset map with the first flush.
-	imported []policy.ImportedSync
+	imported []offsetmap.Imported
 }
 
 func newPartition(topic, remote string, p int32, st start, lagMax int64, m partitionMetrics) *partition {
@@ -110,7 +111,7 @@ func newPartition(topic, remote string, p int32, st start, lagMax int64, m parti
 	pt.end.Store(-1)
 	pt.syncer = newSyncDecider(lagMax)
 	pt.downNext = st.downNext
-	pt.posWritten = policy.Position{Next: -1, DownNext: -1}
+	pt.posWritten = offsetmap.Position{Next: -1, DownNext: -1}
 	if st.open != nil {
 		pt.seg, pt.segOpen = *st.open, true
 	}
@@ -128,7 +129,7 @@ func (p *partition) observe(up, down int64, syncs bool) {
 		if p.segOpen {
 			p.closed = append(p.closed, p.seg)
 		}
-		p.seg = policy.Segment{Topic: p.topic, Partition: p.partition, From: up, Last: up, Down: down}
+		p.seg = offsetmap.Segment{Topic: p.topic, Partition: p.partition, From: up, Last: up, Down: down}
 		p.segOpen = true
 	}
 	p.segDirty = true
@@ -199,10 +200,10 @@ func (p *partition) lag() int64 {
 type pending struct {
 	p        *partition
 	progress int64 // upstream offset for the progress topic, -1 if unchanged
-	segs     []policy.Segment
-	pos      *policy.Position
+	segs     []offsetmap.Segment
+	pos      *offsetmap.Position
 	syncs    []policy.OffsetSync
-	imported []policy.ImportedSync
+	imported []offsetmap.Imported
 }
 
 // take removes what the partition has to write. After a failed write, give
@@ -229,7 +230,7 @@ func (p *partition) take() pending {
 	}
 	downNext := p.downNext
 	p.mu.Unlock()
-	pos := policy.Position{Topic: p.topic, Partition: p.partition, Next: p.position(), DownNext: downNext}
+	pos := offsetmap.Position{Topic: p.topic, Partition: p.partition, Next: p.position(), DownNext: downNext}
 	if pos.Next >= 0 && (pos.Next != p.posWritten.Next || pos.DownNext != p.posWritten.DownNext) {
 		pd.pos = &pos
 	}

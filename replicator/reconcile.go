@@ -11,6 +11,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -148,7 +149,7 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			last := ss[len(ss)-1]
 			anchorUp, anchorDown = last.UpstreamOffset, last.DownstreamOffset
 			for _, s := range ss {
-				st.imported = append(st.imported, policy.ImportedSync{Topic: s.Topic, Partition: s.Partition, Upstream: s.UpstreamOffset, Downstream: s.DownstreamOffset})
+				st.imported = append(st.imported, offsetmap.Imported{Topic: s.Topic, Partition: s.Partition, Upstream: s.UpstreamOffset, Downstream: s.DownstreamOffset})
 			}
 			r.log.Info("taking over a partition copied before: resuming after the last copy the previous replicator's offset syncs name",
 				zap.String("topic", p.topic), zap.Int32("partition", p.partition),

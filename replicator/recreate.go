@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -25,7 +25,7 @@ import (
 //
 //   - detects it: the topic ID (kadm.TopicDetail.ID) differs from the one
 //     copied, which mm2go remembers while it runs and stores in a header of
-//     its offset map positions (topicIDHeader) so that a restart knows it
+//     its offset map positions (offsetmap.TopicIDHeader) so that a restart knows it
 //     too; without a stored ID (progress written by Apache MM2, or a broker
 //     without topic IDs) a stored position beyond the partition's end
 //     offset shows that the source went backwards (recreated, or truncated
@@ -46,12 +46,6 @@ import (
 // Records of the old incarnation that were not copied before the deletion
 // are lost with it; records removed by retention before they were copied
 // are counted by checkContinuity (mm2go_replicator_source_records_lost_total).
-
-// topicIDHeader is the record header on mm2go's offset map positions that
-// holds the 16-byte ID of the source topic incarnation the position belongs
-// to. Readers that decode only keys and values (package checkpoint, Apache
-// MM2) ignore it.
-const topicIDHeader = "mm2go.source.topic.id"
 
 // incarnations tracks which incarnation of each source topic the flow
 // copies, and the topics blocked because the source was recreated.
@@ -89,16 +83,6 @@ func (in *incarnations) forget(topic string) {
 	in.mu.Unlock()
 }
 
-// header returns the topic ID header for a position of topic, or nil when
-// the incarnation is unknown.
-func (in *incarnations) header(topic string) []kgo.RecordHeader {
-	id, ok := in.id(topic)
-	if !ok {
-		return nil
-	}
-	return []kgo.RecordHeader{{Key: topicIDHeader, Value: append([]byte(nil), id[:]...)}}
-}
-
 // load takes the incarnations recorded in the offset map positions.
 func (in *incarnations) load(maps map[tp]mapState) {
 	for k, ms := range maps {
@@ -106,18 +90,6 @@ func (in *incarnations) load(maps map[tp]mapState) {
 			in.set(k.topic, ms.id)
 		}
 	}
-}
-
-// topicIDOf reads the topic ID header of an offset map position record; the
-// zero ID when there is none.
-func topicIDOf(hs []kgo.RecordHeader) kadm.TopicID {
-	var id kadm.TopicID
-	for _, h := range hs {
-		if h.Key == topicIDHeader && len(h.Value) == len(id) {
-			copy(id[:], h.Value)
-		}
-	}
-	return id
 }
 
 // stopTopics stops copying the named source topics: their partitions are
@@ -357,25 +329,15 @@ func (r *Replicator) forgetTopic(ctx context.Context, topic, remote string) erro
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	var tombs []*kgo.Record
-	err := itopic.ReadAll(ctx, r.o.TargetReader, r.mapTopic, func(rec *kgo.Record) {
-		m, err := policy.DecodeOffsetMap(rec.Key, rec.Value)
-		if err != nil || m.Deleted {
-			return
-		}
-		switch {
-		case m.Segment != nil && m.Segment.Topic == topic && r.owns(topic, m.Segment.Partition):
-			parts[m.Segment.Partition] = true
-		case m.Position != nil && m.Position.Topic == topic && r.owns(topic, m.Position.Partition):
-			parts[m.Position.Partition] = true
-		default:
-			return
-		}
-		// Rewritten keys (a growing segment, a moving position) are
-		// deleted once per record; that is harmless.
-		tombs = append(tombs, &kgo.Record{Topic: r.mapTopic, Partition: 0, Key: rec.Key})
-	})
+	st, _, err := offsetmap.Load(ctx, r.o.TargetReader, r.mapTopic)
 	if err != nil {
-		return fmt.Errorf("read offset map %s: %w", r.mapTopic, err)
+		return err
+	}
+	for k, p := range st {
+		if k.Topic == topic && r.owns(topic, k.Partition) {
+			parts[k.Partition] = true
+			tombs = append(tombs, p.Tombstones(r.mapTopic)...)
+		}
 	}
 	for p := range parts {
 		key := policy.SourceOffsetKey{Cluster: r.o.Flow.Source, Topic: topic, Partition: p}.Encode()

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -119,8 +120,8 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	require.NoError(t, stop())
 	require.Equal(t, map[int32]int64{0: 2}, b.progressOf()["orders"])
 	segs, pos := b.offsetMap()
-	require.Equal(t, []policy.Segment{{Topic: "orders", Partition: 0, From: 0, Last: 2, Down: 0}}, segs[0])
-	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 3, DownNext: 3}, pos[0])
+	require.Equal(t, []offsetmap.Segment{{Topic: "orders", Partition: 0, From: 0, Last: 2, Down: 0}}, segs[0])
+	require.Equal(t, offsetmap.Position{Topic: "orders", Partition: 0, Next: 3, DownNext: 3}, pos[0])
 
 	// A restart carries on with the new topic.
 	more := b.produce("orders", 1, 200, 2)
@@ -147,9 +148,9 @@ func TestRecreatedSourceTopicWhileStopped(t *testing.T) {
 	oldID := b.topicID(b.srcAdm, "orders")
 	cl := newClient(t, b.dst, itopic.ReaderOpts()...)
 	var ids []kadm.TopicID
-	require.NoError(t, itopic.ReadAll(context.Background(), cl, policy.OffsetMapTopic("A"), func(r *kgo.Record) {
-		if m, err := policy.DecodeOffsetMap(r.Key, r.Value); err == nil && m.Position != nil {
-			ids = append(ids, topicIDOf(r.Headers))
+	require.NoError(t, itopic.ReadAll(context.Background(), cl, offsetmap.Topic("A"), func(r *kgo.Record) {
+		if m, err := offsetmap.Decode(r.Key, r.Value); err == nil && m.Position != nil {
+			ids = append(ids, offsetmap.TopicIDOf(r.Headers))
 		}
 	}))
 	require.NotEmpty(t, ids)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -258,7 +259,7 @@ func New(o Options) (*Replicator, error) {
 			TargetAlias:           f.Target,
 		},
 		parts:    make(map[string]map[int32]*partition),
-		mapTopic: policy.OffsetMapTopic(f.Source),
+		mapTopic: offsetmap.Topic(f.Source),
 		inc:      newIncarnations(),
 		caughtUp: make(chan struct{}, 1),
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/internal/ktest"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -494,32 +495,32 @@ func TestDiscoversNewTopicsAndSkipsInternalAndCycles(t *testing.T) {
 
 // offsetMap reads the flow's offset map from the target: the segments per
 // partition, by first upstream offset, and the positions.
-func (b *bed) offsetMap() (map[int32][]policy.Segment, map[int32]policy.Position) {
+func (b *bed) offsetMap() (map[int32][]offsetmap.Segment, map[int32]offsetmap.Position) {
 	b.t.Helper()
 	cl := newClient(b.t, b.dst, itopic.ReaderOpts()...)
-	segs := make(map[int32]map[int64]policy.Segment)
-	pos := make(map[int32]policy.Position)
-	require.NoError(b.t, itopic.ReadAll(context.Background(), cl, policy.OffsetMapTopic("A"), func(r *kgo.Record) {
-		m, err := policy.DecodeOffsetMap(r.Key, r.Value)
+	segs := make(map[int32]map[int64]offsetmap.Segment)
+	pos := make(map[int32]offsetmap.Position)
+	require.NoError(b.t, itopic.ReadAll(context.Background(), cl, offsetmap.Topic("A"), func(r *kgo.Record) {
+		m, err := offsetmap.Decode(r.Key, r.Value)
 		require.NoError(b.t, err)
 		switch {
 		case m.Segment != nil && m.Deleted:
 			delete(segs[m.Segment.Partition], m.Segment.From)
 		case m.Segment != nil:
 			if segs[m.Segment.Partition] == nil {
-				segs[m.Segment.Partition] = make(map[int64]policy.Segment)
+				segs[m.Segment.Partition] = make(map[int64]offsetmap.Segment)
 			}
 			segs[m.Segment.Partition][m.Segment.From] = *m.Segment
 		case m.Position != nil:
 			pos[m.Position.Partition] = *m.Position
 		}
 	}))
-	out := make(map[int32][]policy.Segment)
+	out := make(map[int32][]offsetmap.Segment)
 	for p, ss := range segs {
 		for _, s := range ss {
 			out[p] = append(out[p], s)
 		}
-		slices.SortFunc(out[p], func(a, b policy.Segment) int { return int(a.From - b.From) })
+		slices.SortFunc(out[p], func(a, b offsetmap.Segment) int { return int(a.From - b.From) })
 	}
 	return out, pos
 }
@@ -539,8 +540,8 @@ func TestOffsetMapAndSyncs(t *testing.T) {
 	})
 	require.NoError(t, stop())
 	segs, pos := b.offsetMap()
-	require.Equal(t, []policy.Segment{{Topic: "orders", Partition: 0, From: 0, Last: 249, Down: 0}}, segs[0])
-	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 250, DownNext: 250}, pos[0])
+	require.Equal(t, []offsetmap.Segment{{Topic: "orders", Partition: 0, From: 0, Last: 249, Down: 0}}, segs[0])
+	require.Equal(t, offsetmap.Position{Topic: "orders", Partition: 0, Next: 250, DownNext: 250}, pos[0])
 
 	// MM2's syncs: the first record, then whenever the newest is 100 or more
 	// downstream offsets behind, then the newest at the last flush.
@@ -602,11 +603,11 @@ func TestRestartReconcilesCopiedTail(t *testing.T) {
 		m = 1
 	}
 	segs, pos := b.offsetMap()
-	require.Equal(t, []policy.Segment{
+	require.Equal(t, []offsetmap.Segment{
 		{Topic: "orders", Partition: 0, From: 0, Last: 29, Down: m},
 		{Topic: "orders", Partition: 0, From: 30, Last: 34, Down: 31 + 2*m},
 	}, segs[0])
-	require.Equal(t, policy.Position{Topic: "orders", Partition: 0, Next: 35, DownNext: 36 + 2*m}, pos[0])
+	require.Equal(t, offsetmap.Position{Topic: "orders", Partition: 0, Next: 35, DownNext: 36 + 2*m}, pos[0])
 }
 
 // TestProvenanceHeaders: with mm2go.provenance.headers on, copied records
@@ -634,7 +635,7 @@ func TestProvenanceHeaders(t *testing.T) {
 	})
 	require.NoError(t, stop())
 	segs, pos := b.offsetMap()
-	require.Equal(t, []policy.Segment{
+	require.Equal(t, []offsetmap.Segment{
 		{Topic: "orders", Partition: 0, From: 0, Last: 0, Down: 0},
 		{Topic: "orders", Partition: 0, From: 2, Last: 3, Down: 1},
 	}, segs[0])

@@ -19,6 +19,7 @@ import (
 	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -351,7 +352,7 @@ func checkFailover(ctx context.Context, of *offlineFlow, groups []string, stderr
 // other producers' records); a gap it could not read is named on stderr and
 // counts as other producers' records.
 func (of *offlineFlow) loadIndex(ctx context.Context, stderr io.Writer) (*checkpoint.Index, error) {
-	idx, err := checkpoint.LoadIndex(ctx, of.reader, policy.OffsetMapTopic(of.flow.Source), 0)
+	idx, err := checkpoint.LoadIndex(ctx, of.reader, offsetmap.Topic(of.flow.Source), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -109,23 +109,35 @@ func partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, err
 // is seen to end (see ReaderOpts). ReadAll adds the partitions to cl and
 // removes them before returning, so cl can be reused afterwards.
 func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Record)) error {
+	_, err := ReadToEnd(ctx, cl, topic, fn)
+	return err
+}
+
+// ReadToEnd is ReadAll that also returns, per partition, the offset it read
+// up to: the partition's last stable offset when it started, where a reader
+// that follows the topic goes on. A missing topic returns a nil map.
+func ReadToEnd(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Record)) (map[int32]int64, error) {
 	adm := kadm.NewClient(cl)
 	md, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("list topic %s: %w", topic, err)
+		return nil, fmt.Errorf("list topic %s: %w", topic, err)
 	}
-	if d, ok := md[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return nil
+	if Missing(md, topic) {
+		return nil, nil
+	}
+	if d := md[topic]; d.Err != nil {
+		return nil, fmt.Errorf("list topic %s: %w", topic, d.Err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("list start offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
 	}
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("list end offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
 	ranges := make(map[int32]Range)
+	reached := make(map[int32]int64)
 	var listErr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
@@ -137,16 +149,27 @@ func ReadAll(ctx context.Context, cl *kgo.Client, topic string, fn func(*kgo.Rec
 			start = s.Offset
 		}
 		ranges[o.Partition] = Range{From: start, To: o.Offset}
+		reached[o.Partition] = max(start, o.Offset)
 	})
 	if listErr != nil {
-		return listErr
+		return nil, listErr
 	}
-	return ReadRanges(ctx, cl, map[string]map[int32]Range{topic: ranges}, func(r *kgo.Record) bool {
+	err = ReadRanges(ctx, cl, map[string]map[int32]Range{topic: ranges}, func(r *kgo.Record) bool {
 		if !r.Attrs.IsControl() {
 			fn(r)
 		}
 		return true
 	})
+	if err != nil {
+		return nil, err
+	}
+	return reached, nil
+}
+
+// Missing reports whether a listing says topic does not exist.
+func Missing(md kadm.TopicDetails, topic string) bool {
+	d, ok := md[topic]
+	return !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) || (len(d.Partitions) == 0 && d.Err == nil)
 }
 
 // Range is the offsets [From, To) of one partition.

@@ -1,4 +1,4 @@
-package policy
+package offsetmap
 
 import (
 	"encoding/hex"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mm2go/mm2go/internal/kbin"
 )
 
 func TestOffsetMapBytes(t *testing.T) {
@@ -28,11 +30,11 @@ func TestOffsetMapRoundTrip(t *testing.T) {
 	s := Segment{Topic: "orders", Partition: 3, From: 100, Last: 250, Down: 40}
 	k, err := s.Key()
 	require.NoError(t, err)
-	got, err := DecodeOffsetMap(k, s.Value())
+	got, err := Decode(k, s.Value())
 	require.NoError(t, err)
-	require.Equal(t, OffsetMapRecord{Segment: &s}, got)
+	require.Equal(t, Record{Segment: &s}, got)
 
-	got, err = DecodeOffsetMap(k, nil)
+	got, err = Decode(k, nil)
 	require.NoError(t, err)
 	require.True(t, got.Deleted)
 	require.Equal(t, int64(100), got.Segment.From)
@@ -40,17 +42,17 @@ func TestOffsetMapRoundTrip(t *testing.T) {
 	p := Position{Topic: "orders", Partition: 3, Next: 251, DownNext: 191}
 	k, err = p.Key()
 	require.NoError(t, err)
-	got, err = DecodeOffsetMap(k, append(p.Value(), 0xff)) // trailing bytes are ignored
+	got, err = Decode(k, append(p.Value(), 0xff)) // trailing bytes are ignored
 	require.NoError(t, err)
-	require.Equal(t, OffsetMapRecord{Position: &p}, got)
+	require.Equal(t, Record{Position: &p}, got)
 
-	im := ImportedSync{Topic: "orders", Partition: 1, Upstream: 99, Downstream: 97}
+	im := Imported{Topic: "orders", Partition: 1, Upstream: 99, Downstream: 97}
 	k, err = im.Key()
 	require.NoError(t, err)
 	require.Equal(t, "02"+"00066f7264657273"+"00000001"+"0000000000000063", hex.EncodeToString(k))
-	got, err = DecodeOffsetMap(k, im.Value())
+	got, err = Decode(k, im.Value())
 	require.NoError(t, err)
-	require.Equal(t, OffsetMapRecord{Imported: &im}, got)
+	require.Equal(t, Record{Imported: &im}, got)
 }
 
 func TestOffsetMapMalformed(t *testing.T) {
@@ -69,26 +71,26 @@ func TestOffsetMapMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeOffsetMap(tt.key, tt.value)
+			_, err := Decode(tt.key, tt.value)
 			require.Error(t, err)
-			require.True(t, errors.Is(err, ErrMalformed), err.Error())
+			require.True(t, errors.Is(err, kbin.ErrMalformed), err.Error())
 		})
 	}
 }
 
-func FuzzDecodeOffsetMap(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	s := Segment{Topic: "t", Partition: 1, From: 2, Last: 3, Down: 4}
 	k, _ := s.Key()
 	f.Add(k, s.Value())
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		r, err := DecodeOffsetMap(key, value)
+		r, err := Decode(key, value)
 		if err != nil || r.Deleted {
 			return
 		}
 		if r.Segment != nil {
 			k2, err := r.Segment.Key()
 			require.NoError(t, err)
-			r2, err := DecodeOffsetMap(k2, r.Segment.Value())
+			r2, err := Decode(k2, r.Segment.Value())
 			require.NoError(t, err)
 			require.Equal(t, r, r2)
 		}

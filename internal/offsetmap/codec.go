@@ -1,12 +1,11 @@
-package policy
-
-import (
-	"fmt"
-)
-
-// mm2go's offset map: the exact correspondence between upstream and
+// Package offsetmap is mm2go's offset map: its record format, the fold of
+// its records into per-partition state, and the reading of its topic. The
+// replicator writes it, the checkpoint worker and the offsets commands read
+// it; exact failover rests on it.
+//
+// The offset map is the exact correspondence between upstream and
 // downstream offsets of every replicated partition, kept in a compacted
-// topic on the target (OffsetMapTopic). MM2's offset-syncs are sparse and
+// topic on the target (Topic). MM2's offset-syncs are sparse and
 // compacted down to one record per partition, so they cannot translate a
 // group offset exactly once the group is behind the newest sync; the map
 // can, as long as its segments are kept.
@@ -38,19 +37,27 @@ import (
 // from before the takeover translate, approximately, as MM2 would.
 //
 // A record with a nil value is a tombstone that deletes the key.
+package offsetmap
 
-// OffsetMapTopic is the name of mm2go's offset map topic on the target for a
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/mm2go/mm2go/internal/kbin"
+)
+
+// Topic is the name of mm2go's offset map topic on the target for a
 // flow from sourceAlias: "mm2go-offset-map.<source>.internal". The suffix
 // makes it internal to every replication policy and excluded by MM2's default
 // topics.exclude.
-func OffsetMapTopic(sourceAlias string) string {
+func Topic(sourceAlias string) string {
 	return "mm2go-offset-map." + sourceAlias + ".internal"
 }
 
 const (
-	offsetMapSegment  int8 = 0
-	offsetMapPosition int8 = 1
-	offsetMapImported int8 = 2
+	kindSegment  int8 = 0
+	kindPosition int8 = 1
+	kindImported int8 = 2
 )
 
 // Segment is one run of contiguously replicated records of a partition.
@@ -67,21 +74,21 @@ func (s Segment) LastDown() int64 { return s.Down + (s.Last - s.From) }
 
 // Key encodes the segment's key; it does not depend on Last or Down.
 func (s Segment) Key() ([]byte, error) {
-	e := encoder{buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
-	e.buf = append(e.buf, byte(offsetMapSegment))
-	e.string("topic", s.Topic)
-	e.int32(s.Partition)
-	e.int64(s.From)
-	return e.result()
+	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
+	e.Int8(kindSegment)
+	e.String("topic", s.Topic)
+	e.Int32(s.Partition)
+	e.Int64(s.From)
+	return e.Result()
 }
 
 // Value encodes the segment's value.
 func (s Segment) Value() []byte {
-	e := encoder{buf: make([]byte, 0, 18)}
-	e.int16(recordVersion)
-	e.int64(s.Down)
-	e.int64(s.Last)
-	return e.buf
+	e := kbin.Encoder{Buf: make([]byte, 0, 18)}
+	e.Int16(version)
+	e.Int64(s.Down)
+	e.Int64(s.Last)
+	return e.Buf
 }
 
 func (s Segment) String() string {
@@ -99,20 +106,20 @@ type Position struct {
 
 // Key encodes the position's key.
 func (p Position) Key() ([]byte, error) {
-	e := encoder{buf: make([]byte, 0, 1+2+len(p.Topic)+4)}
-	e.buf = append(e.buf, byte(offsetMapPosition))
-	e.string("topic", p.Topic)
-	e.int32(p.Partition)
-	return e.result()
+	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(p.Topic)+4)}
+	e.Int8(kindPosition)
+	e.String("topic", p.Topic)
+	e.Int32(p.Partition)
+	return e.Result()
 }
 
 // Value encodes the position's value.
 func (p Position) Value() []byte {
-	e := encoder{buf: make([]byte, 0, 18)}
-	e.int16(recordVersion)
-	e.int64(p.Next)
-	e.int64(p.DownNext)
-	return e.buf
+	e := kbin.Encoder{Buf: make([]byte, 0, 18)}
+	e.Int16(version)
+	e.Int64(p.Next)
+	e.Int64(p.DownNext)
+	return e.Buf
 }
 
 func (p Position) String() string {
@@ -120,9 +127,9 @@ func (p Position) String() string {
 		topicPartitionString(p.Topic, p.Partition), p.Next, p.DownNext)
 }
 
-// ImportedSync is an offset sync of the replicator mm2go took a flow over
+// Imported is an offset sync of the replicator mm2go took a flow over
 // from: Upstream was written at Downstream.
-type ImportedSync struct {
+type Imported struct {
 	Topic      string
 	Partition  int32
 	Upstream   int64
@@ -130,50 +137,50 @@ type ImportedSync struct {
 }
 
 // Key encodes the imported sync's key.
-func (s ImportedSync) Key() ([]byte, error) {
-	e := encoder{buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
-	e.buf = append(e.buf, byte(offsetMapImported))
-	e.string("topic", s.Topic)
-	e.int32(s.Partition)
-	e.int64(s.Upstream)
-	return e.result()
+func (s Imported) Key() ([]byte, error) {
+	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
+	e.Int8(kindImported)
+	e.String("topic", s.Topic)
+	e.Int32(s.Partition)
+	e.Int64(s.Upstream)
+	return e.Result()
 }
 
 // Value encodes the imported sync's value.
-func (s ImportedSync) Value() []byte {
-	e := encoder{buf: make([]byte, 0, 10)}
-	e.int16(recordVersion)
-	e.int64(s.Downstream)
-	return e.buf
+func (s Imported) Value() []byte {
+	e := kbin.Encoder{Buf: make([]byte, 0, 10)}
+	e.Int16(version)
+	e.Int64(s.Downstream)
+	return e.Buf
 }
 
-// OffsetMapRecord is one decoded record of the offset map: exactly one of
+// Record is one decoded record of the offset map: exactly one of
 // Segment, Position and Imported is set. Deleted reports a tombstone; then
 // only the key fields (Topic, Partition and, for segments and imported
 // syncs, the upstream offset) are meaningful.
-type OffsetMapRecord struct {
+type Record struct {
 	Segment  *Segment
 	Position *Position
-	Imported *ImportedSync
+	Imported *Imported
 	Deleted  bool
 }
 
-// DecodeOffsetMap decodes a record of the offset map topic. Errors wrap
-// ErrMalformed.
-func DecodeOffsetMap(key, value []byte) (OffsetMapRecord, error) {
+// Decode decodes a record of the offset map topic. Errors wrap
+// kbin.ErrMalformed.
+func Decode(key, value []byte) (Record, error) {
 	if len(key) == 0 {
-		return OffsetMapRecord{}, fmt.Errorf("offset map key: empty: %w", ErrMalformed)
+		return Record{}, fmt.Errorf("offset map key: empty: %w", kbin.ErrMalformed)
 	}
 	kind := int8(key[0])
-	d := decoder{b: key, off: 1}
-	topic := d.string("topic")
-	partition := d.int32("partition")
-	var out OffsetMapRecord
+	d := kbin.Decoder{B: key, Off: 1}
+	topic := d.String("topic")
+	partition := d.Int32("partition")
+	var out Record
 	switch kind {
-	case offsetMapSegment:
-		from := d.int64("from")
-		if d.err != nil {
-			return out, fmt.Errorf("offset map segment key: %w", d.err)
+	case kindSegment:
+		from := d.Int64("from")
+		if d.Err != nil {
+			return out, fmt.Errorf("offset map segment key: %w", d.Err)
 		}
 		s := &Segment{Topic: topic, Partition: partition, From: from}
 		out.Segment = s
@@ -181,19 +188,19 @@ func DecodeOffsetMap(key, value []byte) (OffsetMapRecord, error) {
 			out.Deleted = true
 			return out, nil
 		}
-		v := decoder{b: value}
-		v.int16("version")
-		s.Down = v.int64("down")
-		s.Last = v.int64("last")
-		if v.err != nil {
-			return OffsetMapRecord{}, fmt.Errorf("offset map segment value: %w", v.err)
+		v := kbin.Decoder{B: value}
+		v.Int16("version")
+		s.Down = v.Int64("down")
+		s.Last = v.Int64("last")
+		if v.Err != nil {
+			return Record{}, fmt.Errorf("offset map segment value: %w", v.Err)
 		}
 		if s.From < 0 || s.Last < s.From || s.Down < 0 {
-			return OffsetMapRecord{}, fmt.Errorf("offset map segment %s: inconsistent offsets: %w", s, ErrMalformed)
+			return Record{}, fmt.Errorf("offset map segment %s: inconsistent offsets: %w", s, kbin.ErrMalformed)
 		}
-	case offsetMapPosition:
-		if d.err != nil {
-			return out, fmt.Errorf("offset map position key: %w", d.err)
+	case kindPosition:
+		if d.Err != nil {
+			return out, fmt.Errorf("offset map position key: %w", d.Err)
 		}
 		p := &Position{Topic: topic, Partition: partition}
 		out.Position = p
@@ -201,32 +208,40 @@ func DecodeOffsetMap(key, value []byte) (OffsetMapRecord, error) {
 			out.Deleted = true
 			return out, nil
 		}
-		v := decoder{b: value}
-		v.int16("version")
-		p.Next = v.int64("next")
-		p.DownNext = v.int64("downNext")
-		if v.err != nil {
-			return OffsetMapRecord{}, fmt.Errorf("offset map position value: %w", v.err)
+		v := kbin.Decoder{B: value}
+		v.Int16("version")
+		p.Next = v.Int64("next")
+		p.DownNext = v.Int64("downNext")
+		if v.Err != nil {
+			return Record{}, fmt.Errorf("offset map position value: %w", v.Err)
 		}
-	case offsetMapImported:
-		up := d.int64("upstream")
-		if d.err != nil {
-			return out, fmt.Errorf("offset map imported key: %w", d.err)
+	case kindImported:
+		up := d.Int64("upstream")
+		if d.Err != nil {
+			return out, fmt.Errorf("offset map imported key: %w", d.Err)
 		}
-		im := &ImportedSync{Topic: topic, Partition: partition, Upstream: up}
+		im := &Imported{Topic: topic, Partition: partition, Upstream: up}
 		out.Imported = im
 		if value == nil {
 			out.Deleted = true
 			return out, nil
 		}
-		v := decoder{b: value}
-		v.int16("version")
-		im.Downstream = v.int64("downstream")
-		if v.err != nil {
-			return OffsetMapRecord{}, fmt.Errorf("offset map imported value: %w", v.err)
+		v := kbin.Decoder{B: value}
+		v.Int16("version")
+		im.Downstream = v.Int64("downstream")
+		if v.Err != nil {
+			return Record{}, fmt.Errorf("offset map imported value: %w", v.Err)
 		}
 	default:
-		return out, fmt.Errorf("offset map key: unknown kind %d: %w", kind, ErrMalformed)
+		return out, fmt.Errorf("offset map key: unknown kind %d: %w", kind, kbin.ErrMalformed)
 	}
 	return out, nil
+}
+
+// version is the INT16 version header of every value.
+const version = 0
+
+// topicPartitionString is Kafka's TopicPartition.toString: "<topic>-<partition>".
+func topicPartitionString(topic string, partition int32) string {
+	return topic + "-" + strconv.FormatInt(int64(partition), 10)
 }
