@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/mm2go/mm2go/internal/javaregex"
 )
 
 // Filter is a compiled include/exclude pair of Java regex lists with MM2's semantics:
@@ -71,9 +73,9 @@ func compileJavaList(list string, patterns []string) (*regexp.Regexp, []error) {
 	}
 	var errs []error
 	parts := make([]string, 0, len(patterns))
-	var st javaListState
+	var st javaregex.ListState
 	for i, p := range patterns {
-		re2, openQuote, err := translateJavaRegex(p, &st)
+		re2, openQuote, err := javaregex.Translate(p, &st)
 		if err == nil && openQuote && i < len(patterns)-1 {
 			err = errors.New(`\Q without \E: in MM2's joined pattern it would quote the patterns after it too`)
 		}

@@ -1,14 +1,4 @@
-package policy
-
-import (
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-	"unicode/utf8"
-)
-
-// This file translates the Java regular expressions of MM2's topics/groups/config-property lists
+// Package javaregex translates the Java regular expressions of MM2's topics/groups/config-property lists
 // (java.util.regex.Pattern, no compile flags) into RE2 syntax for Go's regexp package, so that a
 // translated pattern accepts exactly the strings the Java pattern accepts under Matcher.matches().
 //
@@ -38,6 +28,15 @@ import (
 // only where nothing that consumes a character can follow them in a match (the end of a pattern or
 // of an alternative, possibly inside groups that are not repeated), where both mean "end of input",
 // and rejects them elsewhere.
+package javaregex
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // javaFlags are the Java inline flags the translator implements itself.
 type javaFlags struct {
@@ -45,20 +44,20 @@ type javaFlags struct {
 	dotAll          bool // (?s)
 }
 
-// javaListState is what one item of an MM2 pattern list hands to the next. MM2 joins the items with
+// ListState is what one item of an MM2 pattern list hands to the next. MM2 joins the items with
 // '|' into one Java pattern, so top-level inline flags stay in effect for the following items, and
 // group names must be unique across all of them.
-type javaListState struct {
+type ListState struct {
 	flags javaFlags
 	names map[string]bool
 }
 
-// translateJavaRegex translates one Java pattern, starting from and updating st (nil for a pattern
+// Translate translates one Java pattern, starting from and updating st (nil for a pattern
 // on its own). It also reports whether the pattern ended inside a \Q quote, which in Java would
 // quote the rest of the joined list too. On error st is left unchanged.
-func translateJavaRegex(pattern string, st *javaListState) (re2 string, openQuote bool, err error) {
+func Translate(pattern string, st *ListState) (re2 string, openQuote bool, err error) {
 	if st == nil {
-		st = &javaListState{}
+		st = &ListState{}
 	}
 	if !utf8.ValidString(pattern) {
 		return "", false, errors.New("pattern is not valid UTF-8")
