@@ -34,6 +34,6 @@ func TaskOf(topic string, partition int32, tasks int) int {
 	if tasks <= 1 {
 		return 0
 	}
-	start := murmur2([]byte(topic)) & 0x7fffffff
-	return int((uint64(start) + uint64(partition)) % uint64(tasks))
+	start := keyPartition([]byte(topic), tasks) // Java's partition of the name as a key
+	return (start + int(partition)) % tasks
 }

@@ -21,8 +21,8 @@ func TestTaskOf(t *testing.T) {
 	}{
 		{"orders", 0, 1, 0},
 		{"orders", 7, 0, 0}, // no tasks configured: one
-		{"orders", 0, 3, int(murmur2([]byte("orders"))&0x7fffffff) % 3},
-		{"orders", 1, 3, (int(murmur2([]byte("orders"))&0x7fffffff) + 1) % 3},
+		{"orders", 0, 3, keyPartition([]byte("orders"), 3)},
+		{"orders", 1, 3, (keyPartition([]byte("orders"), 3) + 1) % 3},
 	} {
 		require.Equal(t, tc.want, TaskOf(tc.topic, tc.partition, tc.tasks), "%s-%d of %d", tc.topic, tc.partition, tc.tasks)
 	}
