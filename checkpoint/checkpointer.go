@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -138,7 +139,7 @@ func New(o Options) (*Checkpointer, error) {
 		Apply:     c.idx.Apply,
 		Malformed: c.onMalformedMap,
 		Failed: func(err error) {
-			c.fail(context.Background(), reasonOf(err, reasonMapRead), "read offset map; retried", err, zap.String("topic", c.mapTopic))
+			c.fail(context.Background(), metric.Reason(err, reasonMapRead), "read offset map; retried", err, zap.String("topic", c.mapTopic))
 		},
 		Applied: c.updateIndexMetrics,
 	}
@@ -340,7 +341,7 @@ func (c *Checkpointer) refreshGroups(ctx context.Context) {
 	groups, err := SelectGroups(actx, c.o.SourceAdmin, c.groupsF, c.sel)
 	cancel()
 	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonGroupList), "refresh consumer groups; retried at the next interval", err)
+		c.fail(ctx, metric.Reason(err, reasonGroupList), "refresh consumer groups; retried at the next interval", err)
 		return
 	}
 	if groups == nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -260,7 +261,7 @@ func TestFailedWriteIsRetried(t *testing.T) {
 	})
 	c.emit(context.Background())
 	require.Equal(t, int32(1), refused.Load())
-	require.Equal(t, 1.0, testutil.ToFloat64(c.m.errors.WithLabelValues("A->B", reasonAuthorization)))
+	require.Equal(t, 1.0, testutil.ToFloat64(c.m.errors.WithLabelValues("A->B", metric.ReasonAuthorization)))
 	require.Zero(t, c.st.count(), "not acknowledged, not remembered")
 
 	c.emit(context.Background())

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -72,7 +73,7 @@ func (c *Checkpointer) checkpoints(ctx context.Context, groups []string, fetched
 		case errors.Is(r.Err, kerr.GroupIDNotFound):
 			continue
 		case r.Err != nil:
-			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch committed offsets of group; retried at the next interval",
+			c.fail(ctx, metric.Reason(r.Err, reasonOffsetFetch), "fetch committed offsets of group; retried at the next interval",
 				r.Err, zap.String("group", g))
 			continue
 		}
@@ -138,7 +139,7 @@ func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Che
 	c.st.put(now, acked...)
 	c.m.written(c.flow, len(acked))
 	if err := errors.Join(errs...); err != nil {
-		c.fail(ctx, reasonOf(err, reasonProduce), "write checkpoints; retried at the next interval", err,
+		c.fail(ctx, metric.Reason(err, reasonProduce), "write checkpoints; retried at the next interval", err,
 			zap.String("topic", c.cpTopic), zap.Int("failed", len(errs)), zap.Int("written", len(acked)))
 	}
 	if len(acked) > 0 {

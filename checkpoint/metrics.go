@@ -1,12 +1,9 @@
 package checkpoint
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/mm2go/mm2go/internal/metric"
 )
@@ -15,19 +12,17 @@ import (
 // mm2go_checkpoint_errors_total. Keep the set small and stable: dashboards
 // and alerts match on it.
 const (
-	reasonGroupList     = "group_list"           // listing source groups or their offsets for discovery
-	reasonOffsetFetch   = "offset_fetch"         // fetching committed offsets (source or target)
-	reasonProduce       = "produce"              // writing checkpoints
-	reasonEncode        = "encode"               // a group or topic name too long for a checkpoint
-	reasonMapRead       = "offset_map_read"      // reading the offset map topic
-	reasonMalformedMap  = "offset_map_malformed" // an offset map record that does not decode
-	reasonMalformed     = "checkpoint_malformed" // a checkpoint record that does not decode
-	reasonDescribe      = "group_describe"       // describing target groups
-	reasonTopicList     = "topic_list"           // listing target topics or their start offsets
-	reasonCommit        = "commit"               // a commit the target refused for another reason than membership
-	reasonMemberJoined  = "member_joined"        // a member joined right after a successful commit
-	reasonAuthorization = "authorization"
-	reasonTimeout       = "timeout"
+	reasonGroupList    = "group_list"           // listing source groups or their offsets for discovery
+	reasonOffsetFetch  = "offset_fetch"         // fetching committed offsets (source or target)
+	reasonProduce      = "produce"              // writing checkpoints
+	reasonEncode       = "encode"               // a group or topic name too long for a checkpoint
+	reasonMapRead      = "offset_map_read"      // reading the offset map topic
+	reasonMalformedMap = "offset_map_malformed" // an offset map record that does not decode
+	reasonMalformed    = "checkpoint_malformed" // a checkpoint record that does not decode
+	reasonDescribe     = "group_describe"       // describing target groups
+	reasonTopicList    = "topic_list"           // listing target topics or their start offsets
+	reasonCommit       = "commit"               // a commit the target refused for another reason than membership
+	reasonMemberJoined = "member_joined"        // a member joined right after a successful commit
 )
 
 // SkipReason says why an offset was not committed to a target group. The
@@ -53,20 +48,6 @@ const (
 	// beyond).
 	SkipNotReplicated SkipReason = "not_replicated"
 )
-
-// reasonOf maps an error to a reason label; error text never becomes a
-// label value.
-func reasonOf(err error, fallback string) string {
-	switch {
-	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),
-		errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return reasonAuthorization
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kerr.RequestTimedOut):
-		return reasonTimeout
-	default:
-		return fallback
-	}
-}
 
 // metrics are the checkpointer's Prometheus metrics. A nil *metrics is valid
 // and records nothing.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -242,7 +243,7 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 	defer cancel()
 	listed, err := c.o.SourceAdmin.ListGroups(actx)
 	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonGroupList), "list source groups; group offsets synced at the next round", err)
+		c.fail(ctx, metric.Reason(err, reasonGroupList), "list source groups; group offsets synced at the next round", err)
 		return
 	}
 	sw := c.sw
@@ -317,14 +318,14 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 	// Commits go only into idle target groups.
 	desc, err := describeTargetGroups(actx, c.o.TargetAdmin, work)
 	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
+		c.fail(ctx, metric.Reason(err, reasonDescribe), "describe target groups; group offsets synced at the next round", err)
 		return
 	}
 	var idle []string
 	for _, g := range work {
 		switch d := desc[g]; {
 		case d.err != nil:
-			c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
+			c.fail(ctx, metric.Reason(d.err, reasonDescribe), "describe target group; its offsets are synced at the next round", d.err, zap.String("group", g))
 		case !d.idle():
 			c.m.skippedOffsets(c.flow, SkipActive, 1)
 			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
@@ -355,7 +356,7 @@ func (c *Checkpointer) round(ctx context.Context, full bool) {
 		if len(remotes) > 0 {
 			starts, err = localStarts(actx, c.o.TargetAdmin, c.o.Policy, c.o.Flow.Source, remotes)
 			if err != nil {
-				c.fail(ctx, reasonOf(err, reasonTopicList), "list local topics on the target; those not listed are initialized at the next round", err)
+				c.fail(ctx, metric.Reason(err, reasonTopicList), "list local topics on the target; those not listed are initialized at the next round", err)
 			}
 		}
 	}
@@ -449,7 +450,7 @@ func (c *Checkpointer) offsetsOf(ctx context.Context, fetched kadm.FetchOffsetsR
 	case errors.Is(r.Err, kerr.GroupIDNotFound):
 		return nil, true
 	case r.Err != nil:
-		c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), msg, r.Err, zap.String("group", g))
+		c.fail(ctx, metric.Reason(r.Err, reasonOffsetFetch), msg, r.Err, zap.String("group", g))
 		return nil, false
 	}
 	return r.Fetched, true
@@ -493,7 +494,7 @@ func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.Of
 			return false
 		case err != nil:
 			finished = false
-			c.fail(ctx, reasonOf(err, reasonCommit), "commit offsets to target group; retried at the next round", err, zap.String("group", g))
+			c.fail(ctx, metric.Reason(err, reasonCommit), "commit offsets to target group; retried at the next round", err, zap.String("group", g))
 		}
 		done := keepCommitted(applied, ok)
 		if len(done) < len(applied) {
@@ -576,7 +577,7 @@ func (c *Checkpointer) deleteOurs(ctx context.Context, g string, rm kadm.TopicsS
 		c.log.Debug("target group has members; stale synced offsets left to them", zap.String("group", g), zap.Error(err))
 		return true
 	case err != nil:
-		c.fail(ctx, reasonOf(err, reasonCommit), "remove stale synced offsets from target group; retried at the next round", err, zap.String("group", g))
+		c.fail(ctx, metric.Reason(err, reasonCommit), "remove stale synced offsets from target group; retried at the next round", err, zap.String("group", g))
 		return false
 	}
 	ours := c.sw.oursOf(g)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -33,7 +34,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 	adm := c.o.TargetAdmin
 	desc, err := describeTargetGroups(actx, adm, groups)
 	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups; group offsets synced at the next interval", err)
+		c.fail(ctx, metric.Reason(err, reasonDescribe), "describe target groups; group offsets synced at the next interval", err)
 		return
 	}
 	var idle []string
@@ -41,7 +42,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 		d := desc[g]
 		switch {
 		case d.err != nil:
-			c.fail(ctx, reasonOf(d.err, reasonDescribe), "describe target group; its offsets are synced at the next interval", d.err, zap.String("group", g))
+			c.fail(ctx, metric.Reason(d.err, reasonDescribe), "describe target group; its offsets are synced at the next interval", d.err, zap.String("group", g))
 		case !d.idle():
 			c.m.skippedOffsets(c.flow, SkipActive, len(byGroup[g]))
 			c.log.Debug("target group has members; offsets not synced", zap.String("group", g), zap.String("state", d.state), zap.Int("members", d.members))
@@ -62,7 +63,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 		}
 		starts, err = localStarts(actx, adm, c.o.Policy, c.o.Flow.Source, remotes)
 		if err != nil {
-			c.fail(ctx, reasonOf(err, reasonTopicList), "list local topics on the target; those not listed are initialized at the next interval", err)
+			c.fail(ctx, metric.Reason(err, reasonTopicList), "list local topics on the target; those not listed are initialized at the next interval", err)
 		}
 	}
 
@@ -74,7 +75,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 			c.fail(ctx, reasonOffsetFetch, "fetch target group offsets; synced at the next interval", errGroupMissing, zap.String("group", g))
 			continue
 		case r.Err != nil && !errors.Is(r.Err, kerr.GroupIDNotFound):
-			c.fail(ctx, reasonOf(r.Err, reasonOffsetFetch), "fetch target group offsets; synced at the next interval", r.Err, zap.String("group", g))
+			c.fail(ctx, metric.Reason(r.Err, reasonOffsetFetch), "fetch target group offsets; synced at the next interval", r.Err, zap.String("group", g))
 			continue
 		}
 		cps := byGroup[g]
@@ -112,7 +113,7 @@ func (c *Checkpointer) sync(ctx context.Context) {
 			continue
 		}
 		if err != nil {
-			c.fail(ctx, reasonOf(err, reasonCommit), "commit offsets to target group; retried at the next interval", err, zap.String("group", g))
+			c.fail(ctx, metric.Reason(err, reasonCommit), "commit offsets to target group; retried at the next interval", err, zap.String("group", g))
 		}
 		done := keepCommitted(applied, ok2)
 		if len(done) == 0 {
@@ -147,7 +148,7 @@ func (c *Checkpointer) checkJoined(ctx context.Context, groups []string) {
 	defer cancel()
 	after, err := describeTargetGroups(actx, c.o.TargetAdmin, groups)
 	if err != nil {
-		c.fail(ctx, reasonOf(err, reasonDescribe), "describe target groups after committing offsets", err)
+		c.fail(ctx, metric.Reason(err, reasonDescribe), "describe target groups after committing offsets", err)
 		return
 	}
 	for _, g := range groups {

@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -252,7 +253,7 @@ func (e *Emitter) report(s *streak, err error) {
 		*s = streak{}
 		return
 	}
-	reason := reasonOf(err)
+	reason := metric.Reason(err, reasonProduce)
 	e.m.error(e.flow, reason)
 	s.failures++
 	s.unlogged++

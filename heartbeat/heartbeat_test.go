@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -218,7 +219,7 @@ func TestEmitterRecoversFromProduceErrors(t *testing.T) {
 		e := f.emitter(t, Options{Source: "A", Target: "B", Interval: time.Second})
 		require.NoError(t, runFor(t, e, 5*time.Second+500*time.Millisecond))
 
-		require.Equal(t, 2.0, testutil.ToFloat64(e.m.errors.WithLabelValues("A->B", reasonAuthorization)))
+		require.Equal(t, 2.0, testutil.ToFloat64(e.m.errors.WithLabelValues("A->B", metric.ReasonAuthorization)))
 		require.Equal(t, 3.0, testutil.ToFloat64(e.m.records.WithLabelValues("A->B")))
 		recs := f.readTopic(t, "heartbeats")
 		require.Len(t, recs, 3, "heartbeats 3, 4 and 5 were written")
@@ -248,7 +249,7 @@ func TestEmitterWriteTimeout(t *testing.T) {
 			Count: -1,
 		})
 		e := f.emitter(t, Options{Source: "A", Target: "B", Interval: time.Second, WriteTimeout: 3 * time.Second})
-		timeouts := func() float64 { return testutil.ToFloat64(e.m.errors.WithLabelValues("A->B", reasonTimeout)) }
+		timeouts := func() float64 { return testutil.ToFloat64(e.m.errors.WithLabelValues("A->B", metric.ReasonTimeout)) }
 		written := func() float64 { return testutil.ToFloat64(e.m.records.WithLabelValues("A->B")) }
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -346,21 +347,3 @@ func TestNewValidates(t *testing.T) {
 
 // takenRegistry has a different metric under the name of the heartbeat
 // counter, so registering ours conflicts.
-func TestReasonOf(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{kerr.TopicAuthorizationFailed, reasonAuthorization},
-		{kerr.ClusterAuthorizationFailed, reasonAuthorization},
-		{context.DeadlineExceeded, reasonTimeout},
-		{kerr.RequestTimedOut, reasonTimeout},
-		{kerr.MessageTooLarge, reasonProduce},
-		{kgo.ErrClientClosed, reasonProduce},
-	}
-	for _, tc := range tests {
-		t.Run(tc.err.Error(), func(t *testing.T) {
-			require.Equal(t, tc.want, reasonOf(tc.err))
-		})
-	}
-}

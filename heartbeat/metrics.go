@@ -1,12 +1,9 @@
 package heartbeat
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/mm2go/mm2go/internal/metric"
 )
@@ -14,23 +11,8 @@ import (
 // Error reasons, the values of the reason label of mm2go_heartbeat_errors_total.
 // Keep the set small and stable: dashboards and alerts match on it.
 const (
-	reasonProduce       = "produce"
-	reasonAuthorization = "authorization"
-	reasonTimeout       = "timeout"
+	reasonProduce = "produce"
 )
-
-// reasonOf maps a failed write to its reason label; error text never
-// becomes a label value.
-func reasonOf(err error) string {
-	switch {
-	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return reasonAuthorization
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kerr.RequestTimedOut):
-		return reasonTimeout
-	default:
-		return reasonProduce
-	}
-}
 
 // metrics are the heartbeat emitter's Prometheus metrics. A nil *metrics is
 // valid and records nothing.

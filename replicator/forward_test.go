@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/internal/metric"
 )
 
 // TestBatchesModeForwardsAndReencodes copies plain batches (forwarded as
@@ -113,7 +114,7 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..11")
 	require.NoError(t, stop())
 	require.Positive(t, sumOf(t, reg, "mm2go_replicator_batches_total", map[string]string{"path": pathReencoded}))
-	require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonRecordTooLarge}), "not stalled")
+	require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": metric.ReasonRecordTooLarge}), "not stalled")
 }
 
 // TestBatchesModeSeveralLeaders copies partitions led by three brokers on
@@ -194,7 +195,7 @@ func TestBatchesModeOutOfRangeErrorReason(t *testing.T) {
 		err    *kerr.Error
 		reason string
 	}{
-		{kerr.TopicAuthorizationFailed, reasonAuthorization},
+		{kerr.TopicAuthorizationFailed, metric.ReasonAuthorization},
 		{kerr.UnknownTopicOrPartition, reasonTopicDeleted},
 		{kerr.KafkaStorageError, reasonFetch},
 	} {

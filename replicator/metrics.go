@@ -12,8 +12,6 @@ import (
 // stable: dashboards and alerts match on it.
 const (
 	reasonProduce         = "produce"
-	reasonRecordTooLarge  = "record_too_large"
-	reasonAuthorization   = "authorization"
 	reasonTopicCreate     = "topic_create"
 	reasonPartitions      = "partition_create"
 	reasonDiscovery       = "discovery"

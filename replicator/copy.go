@@ -1,0 +1,312 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/internal/metric"
+)
+
+// forward runs the batches copy mode's forwarder. What it fetched before ctx
+// ended is sent until DrainTimeout after that.
+func (r *Replicator) forward(ctx, produceCtx context.Context) error {
+	sendCtx, cancel := context.WithCancel(produceCtx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(r.o.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-sendCtx.Done():
+		}
+	})
+	defer stop()
+	r.log.Info("copying in the batches mode: fetched batches are forwarded as they are where none of their records must change")
+	return r.fw.run(ctx, sendCtx)
+}
+
+// pollLoop fetches from the source and hands every record to the producer.
+func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
+	src, dst := r.o.Source, r.o.Target
+	poll := r.o.Flow.ConsumerPollTimeout
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		r.retryStalled()
+		pctx, cancel := context.WithTimeout(ctx, poll)
+		fs := src.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return
+			}
+			r.fetchError(t, p, err)
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			p := r.lookup(fp.Topic, fp.Partition)
+			if p == nil || p.failed.Load() || p.removed.Load() {
+				// Dropped: a stalled partition is re-read from its progress.
+				for _, rec := range fp.Records {
+					rec.Recycle()
+				}
+				return
+			}
+			r.checkContinuity(p, fp.Records[0].Offset, fp.LogStartOffset)
+			// Read what is needed of the last record now: once handed to
+			// the producer a record belongs to it.
+			last := fp.Records[len(fp.Records)-1]
+			lastOffset, lastSkipped := last.Offset, r.skip(last)
+			// Record age is sampled once per fetched batch, by its first
+			// record: per-record observations would cost more than the copy.
+			r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
+			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
+			n := 0
+			for _, rec := range fp.Records {
+				if r.skip(rec) {
+					rec.Recycle()
+					continue
+				}
+				if r.provenance {
+					r.stamp(rec)
+				}
+				m := &b.metas[n]
+				n++
+				m.b, m.up, m.pool = b, rec.Offset, rec.Context
+				p.lastData = rec.Offset
+				rec.Topic = p.remote
+				rec.Context = m
+				p.inflight.Add(1)
+				dst.Produce(produceCtx, rec, r.promise)
+			}
+			p.next = lastOffset + 1
+			if lastSkipped {
+				p.markerAfter.Store(p.lastData)
+				p.markerEnd.Store(p.next)
+			}
+			if end := endOf(fp.HighWatermark, fp.LastStableOffset); end > p.end.Load() {
+				p.end.Store(end)
+			}
+		})
+	}
+}
+
+// originHeader names the cluster a record was first produced on, when the
+// flow's mm2go.provenance.headers is on.
+const originHeader = "mm2go.origin"
+
+// skip reports whether a fetched record is not copied: a transaction
+// marker, or, with provenance headers, a record that came from the flow's
+// target (copying it back would loop). Skipped records are upstream gaps
+// to the offset map.
+func (r *Replicator) skip(rec *kgo.Record) bool {
+	if rec.Attrs.IsControl() {
+		return true
+	}
+	if !r.provenance {
+		return false
+	}
+	for _, h := range rec.Headers {
+		if h.Key == originHeader {
+			return string(h.Value) == r.o.Flow.Target
+		}
+	}
+	return false
+}
+
+// stamp adds the origin header to a record produced on the source itself.
+func (r *Replicator) stamp(rec *kgo.Record) {
+	for _, h := range rec.Headers {
+		if h.Key == originHeader {
+			return // copied from further upstream: keep its origin
+		}
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: originHeader, Value: r.origin})
+}
+
+// endOf is the end offset a fetch reports for its partition, given its high
+// watermark and last stable offset: the last stable offset when the client
+// reads committed data, else the high watermark.
+func endOf(hwm, lso int64) int64 {
+	if lso >= 0 && lso < hwm {
+		return lso
+	}
+	return hwm
+}
+
+// checkContinuity reports upstream jumps the fetcher made on its own, when
+// the first offset fetched for p is first: a jump forward past the log start
+// means retention removed records before they were copied; a jump
+// backwards means the source partition was truncated or recreated.
+func (r *Replicator) checkContinuity(p *partition, first, logStart int64) {
+	switch {
+	case p.next < 0 || first == p.next:
+	case first > p.next && logStart > p.next:
+		lost := min(first, logStart) - p.next
+		r.m.sourceLost(r.flow, p.topic, lost)
+		r.m.error(r.flow, reasonSourceGap)
+		r.log.Warn("source records removed by retention before they were copied",
+			zap.String("topic", p.topic), zap.Int32("partition", p.partition),
+			zap.Int64("offset", p.next), zap.Int64("log_start_offset", logStart), zap.Int64("lost", lost))
+	case first < p.next:
+		r.m.error(r.flow, reasonSourceRewound)
+		r.log.Warn("source partition went backwards: truncated or recreated",
+			zap.String("topic", p.topic), zap.Int32("partition", p.partition),
+			zap.Int64("offset", p.next), zap.Int64("first_fetched", first))
+	}
+}
+
+func (r *Replicator) fetchError(topic string, part int32, err error) {
+	reason := metric.Reason(err, reasonFetch)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+		reason = reasonTopicDeleted
+	}
+	r.m.error(r.flow, reason)
+	r.log.Warn("fetch from source", zap.String("topic", topic), zap.Int32("partition", part), zap.String("reason", reason), zap.Error(err))
+}
+
+// onProduced runs on kgo's promise goroutine, serially, once per record.
+// It must not block. The record goes back to the fetch pool when it returns.
+func (r *Replicator) onProduced(rec *kgo.Record, err error) {
+	m, ok := rec.Context.(*recMeta)
+	if !ok {
+		return
+	}
+	defer rec.Recycle()
+	p := m.b.p
+	p.inflight.Add(-1)
+	if m.b.epoch != p.epoch.Load() || p.failed.Load() {
+		return // sent before the partition's last failure; it is re-sent
+	}
+	if err != nil {
+		r.fail(p, m.up, err)
+		return
+	}
+	p.mu.Lock()
+	p.observe(m.up, rec.Offset, r.syncTopic != "")
+	p.acked.Store(m.up)
+	p.mu.Unlock()
+	r.counted(p, 1, recordSize(rec), rec.Timestamp.UnixMilli())
+	r.noteCaughtUp(p)
+}
+
+// caughtUpFlushGap is the least time between two flushes that partitions
+// catching up ask for (see noteCaughtUp).
+const caughtUpFlushGap = 100 * time.Millisecond
+
+// noteCaughtUp asks the flush loop for an early flush when the target just
+// acknowledged p's last record in flight and p's position reached the
+// source's end: the source is quiet there, as when producers moved to the
+// target, and a consumer group failing over waits for the offset map to
+// reach its final commit. Where records keep coming, partitions are rarely
+// caught up and the flush interval rules. Called on the acknowledgement
+// path after acked is stored; it never blocks, and in the middle of a batch
+// it costs one atomic load.
+func (r *Replicator) noteCaughtUp(p *partition) {
+	if p.inflight.Load() != 0 || p.lag() != 0 {
+		return
+	}
+	select {
+	case r.caughtUp <- struct{}{}:
+	default:
+	}
+}
+
+// counted adds n records of p that the target acknowledged, of size bytes
+// and the newest with timestamp ts (Unix ms), to the progress log, the
+// partition's last acknowledged timestamp and the metrics.
+func (r *Replicator) counted(p *partition, n, size int, ts int64) {
+	r.copied.Add(int64(n))
+	p.ackedTS.Store(ts)
+	r.latency.Observe(float64(time.Now().UnixMilli()-ts) / 1000)
+	p.m.records.Add(float64(n))
+	p.m.bytes.Add(float64(size))
+}
+
+// recordSize is what mm2go_replicator_bytes_total counts of a record: key,
+// value and headers.
+func recordSize(rec *kgo.Record) int {
+	n := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// fail marks p stalled after the target refused the record at upstream
+// offset up. The poll loop pauses it and retries from the last acknowledged
+// offset; no later record of p counts as progress until then.
+func (r *Replicator) fail(p *partition, up int64, err error) {
+	p.failed.Store(true)
+	if errors.Is(err, context.Canceled) {
+		return // shutdown; the partition resumes from its progress next time
+	}
+	reason := metric.Reason(err, reasonProduce)
+	r.m.error(r.flow, reason)
+	r.log.Error("target refused record; partition paused and retried from its last acknowledged offset",
+		zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", up),
+		zap.String("target_topic", p.remote), zap.String("reason", reason), zap.Error(err))
+	r.failMu.Lock()
+	r.failed = append(r.failed, p)
+	r.failMu.Unlock()
+}
+
+// retryStalled pauses newly failed partitions and restarts those whose
+// backoff elapsed and whose earlier records have all settled. Poll loop only.
+func (r *Replicator) retryStalled() {
+	r.failMu.Lock()
+	newly := r.failed
+	r.failed = nil
+	r.failMu.Unlock()
+	now := time.Now()
+	for _, p := range newly {
+		if !p.paused {
+			r.src.PauseFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+			p.paused = true
+			if p.backoff == 0 {
+				p.backoff = r.o.RetryBackoff
+			} else {
+				p.backoff = min(2*p.backoff, r.o.MaxRetryBackoff)
+			}
+			p.retryAt = now.Add(p.backoff)
+		}
+	}
+	var stalled int
+	var resume []*partition
+	r.eachPartition(func(p *partition) {
+		if !p.paused {
+			return
+		}
+		if p.removed.Load() || now.Before(p.retryAt) || p.inflight.Load() > 0 {
+			stalled++
+			return
+		}
+		resume = append(resume, p)
+	})
+	for _, p := range resume {
+		from := p.acked.Load() + 1
+		p.epoch.Add(1)
+		p.failed.Store(false)
+		p.paused = false
+		p.next, p.lastData = from, from-1
+		p.markerEnd.Store(-1)
+		r.src.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: from}}})
+		r.src.ResumeFetchPartitions(map[string][]int32{p.topic: {p.partition}})
+		r.log.Info("retry stalled partition", zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", from))
+	}
+	var assigned int
+	r.eachPartition(func(*partition) { assigned++ })
+	r.m.setPartitions(r.flow, r.task, assigned, stalled)
+}

@@ -1,0 +1,449 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/internal/metric"
+)
+
+// fetchLoop fetches the partitions that are copying and hands what it got to
+// the send goroutine. Each source leader has at most one Fetch request out;
+// a response is taken as soon as it arrives and its leader asked again, so a
+// leader with nothing new (its request waits fetch.max.wait.ms) does not hold
+// back the others.
+func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed <-chan struct{}) error {
+	r := fw.r
+	idle := r.o.Flow.ConsumerPollTimeout
+	if idle <= 0 || idle > 100*time.Millisecond {
+		idle = 100 * time.Millisecond
+	}
+	results := make(chan fetchResult)
+	out := map[int32]bool{}           // leaders with a request out
+	fetching := map[*partition]bool{} // partitions in a request out
+	defer func() {
+		for range out {
+			<-results // every request ends with ctx
+		}
+	}()
+	for {
+		r.retryStalled()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var parts []*partition
+		r.eachPartition(func(p *partition) {
+			if !p.paused && !p.failed.Load() && !p.removed.Load() && !fetching[p] {
+				parts = append(parts, p)
+			}
+		})
+		if len(parts) > 0 {
+			by, err := fw.sourceLeaders(ctx, parts)
+			if err != nil && ctx.Err() == nil {
+				r.m.error(r.flow, metric.Reason(err, reasonFetch))
+				r.log.Warn("source metadata; retried", zap.Error(err))
+			}
+			for leader, ps := range by {
+				if out[leader] {
+					continue // asked at the leader's next request
+				}
+				out[leader] = true
+				for _, p := range ps {
+					fetching[p] = true
+				}
+				// The request is built here, not in its goroutine: it
+				// reads fw.src and the partitions' next offsets.
+				res := fetchResult{leader: leader, parts: ps, names: map[[16]byte]string{}, at: map[*partition]int64{}}
+				go fw.fetchFrom(ctx, res, fw.fetchRequest(ps, res), results)
+			}
+		}
+		if len(out) == 0 {
+			sleep(ctx, idle)
+			continue
+		}
+		var res fetchResult
+		select {
+		case res = <-results:
+		case <-failed:
+			return nil // run returns the send error
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		delete(out, res.leader)
+		for _, p := range res.parts {
+			delete(fetching, p)
+		}
+		if res.err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fw.srcStale.Store(true)
+			r.m.error(r.flow, metric.Reason(res.err, reasonFetch))
+			r.log.Warn("fetch from source; retried", zap.Int32("broker", res.leader), zap.Error(res.err))
+			sleep(ctx, idle)
+			continue
+		}
+		w := make(fwdWork)
+		fw.takeResponse(ctx, res, w)
+		if len(w) == 0 {
+			if fw.troubled {
+				fw.troubled = false
+				sleep(ctx, idle)
+			}
+			continue
+		}
+		select {
+		case work <- w:
+		case <-failed:
+			fw.drop(w)
+			return nil
+		case <-ctx.Done():
+			fw.drop(w)
+			return ctx.Err()
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// loadMeta fills meta with the topics' IDs and leaders from cl.
+func loadMeta(ctx context.Context, cl *kgo.Client, meta map[string]topicMeta, topics []string) error {
+	md, err := kadm.NewClient(cl).Metadata(ctx, topics...)
+	if err != nil {
+		return err
+	}
+	for name, t := range md.Topics {
+		if t.Err != nil {
+			continue
+		}
+		tm := topicMeta{id: t.ID, leaders: make(map[int32]int32, len(t.Partitions))}
+		for _, p := range t.Partitions {
+			if p.Err == nil && p.Leader >= 0 {
+				tm.leaders[p.Partition] = p.Leader
+			}
+		}
+		meta[name] = tm
+	}
+	return nil
+}
+
+// leaders groups parts by the leader of pick(p) in meta, reloading meta when
+// it is stale or lacks one of them. Partitions without a known leader are
+// left out.
+func leaders(ctx context.Context, cl *kgo.Client, meta map[string]topicMeta, stale bool, parts []*partition, pick func(*partition) string) (map[int32][]*partition, error) {
+	missing := stale
+	for _, p := range parts {
+		if _, ok := meta[pick(p)].leaders[p.partition]; !ok {
+			missing = true
+		}
+	}
+	if missing {
+		var topics []string
+		seen := map[string]bool{}
+		for _, p := range parts {
+			if t := pick(p); !seen[t] {
+				seen[t] = true
+				topics = append(topics, t)
+			}
+		}
+		clear(meta)
+		if err := loadMeta(ctx, cl, meta, topics); err != nil {
+			return nil, err
+		}
+	}
+	by := make(map[int32][]*partition)
+	for _, p := range parts {
+		if l, ok := meta[pick(p)].leaders[p.partition]; ok {
+			by[l] = append(by[l], p)
+		}
+	}
+	return by, nil
+}
+
+func sourceTopic(p *partition) string { return p.topic }
+func remoteTopic(p *partition) string { return p.remote }
+
+// sourceLeaders groups parts by source leader, leaving out partitions
+// without a known leader and those of a topic that is not the incarnation
+// being copied.
+func (fw *forwarder) sourceLeaders(ctx context.Context, parts []*partition) (map[int32][]*partition, error) {
+	r := fw.r
+	by, err := leaders(ctx, r.o.Source, fw.src, fw.srcStale.Swap(false), parts, sourceTopic)
+	if err != nil {
+		fw.srcStale.Store(true)
+		return nil, err
+	}
+	for leader, ps := range by {
+		// A topic whose ID is not the incarnation being copied was
+		// deleted and recreated: it is not fetched, and the next refresh
+		// stops copying it (recreate.go), as kgo's consumer, which keeps
+		// fetching by the old ID, leaves it for the refresh to find.
+		ps = slices.DeleteFunc(ps, func(p *partition) bool {
+			id, known := r.inc.id(p.topic)
+			return known && [16]byte(id) != fw.src[p.topic].id
+		})
+		if len(ps) == 0 {
+			delete(by, leader)
+		} else {
+			by[leader] = ps
+		}
+	}
+	if len(by) < len(parts) {
+		for _, p := range parts {
+			if _, ok := fw.src[p.topic].leaders[p.partition]; !ok {
+				fw.srcStale.Store(true) // ask again for the leaderless
+				break
+			}
+		}
+	}
+	return by, nil
+}
+
+// fetchResult is one Fetch request's outcome.
+type fetchResult struct {
+	leader int32
+	parts  []*partition
+	names  map[[16]byte]string  // topic IDs of the request, for responses that name only IDs
+	at     map[*partition]int64 // the offset each partition was fetched at
+	resp   *kmsg.FetchResponse
+	err    error
+}
+
+// fetchFrom sends req to res.leader and reports on results.
+func (fw *forwarder) fetchFrom(ctx context.Context, res fetchResult, req *kmsg.FetchRequest, results chan<- fetchResult) {
+	resp, err := fw.r.o.Source.Broker(int(res.leader)).Request(ctx, req)
+	if err == nil {
+		res.resp = resp.(*kmsg.FetchResponse)
+		err = kerr.ErrorForCode(res.resp.ErrorCode)
+	}
+	res.err = err
+	results <- res
+}
+
+// fetchRequest builds the Fetch request for ps at their next offsets, noting
+// topic IDs and offsets in res.
+func (fw *forwarder) fetchRequest(ps []*partition, res fetchResult) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = fw.maxWait
+	req.MinBytes = 1
+	req.MaxBytes = fw.fetchMax
+	if fw.isolation == kgo.ReadCommitted() {
+		req.IsolationLevel = 1
+	}
+	req.SessionID, req.SessionEpoch = 0, -1
+	idx := map[string]int{}
+	for _, p := range ps {
+		i, ok := idx[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[p.topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = p.topic, fw.src[p.topic].id
+			res.names[rt.TopicID] = p.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.partition
+		rp.FetchOffset = p.next
+		res.at[p] = p.next
+		rp.CurrentLeaderEpoch = -1
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = fw.partitionMax
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req
+}
+
+// takeResponse turns a Fetch response into batches to send, advancing each
+// partition's next offset. Fetch goroutine only.
+func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWork) {
+	find := map[tp]*partition{}
+	for _, p := range res.parts {
+		find[tp{p.topic, p.partition}] = p
+	}
+	for ti := range res.resp.Topics {
+		rt := &res.resp.Topics[ti]
+		topic := rt.Topic
+		if topic == "" {
+			topic = res.names[rt.TopicID]
+		}
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			p := find[tp{topic, rp.Partition}]
+			if p == nil || p.failed.Load() || p.removed.Load() || res.at[p] != p.next {
+				continue // failed, gone, or restarted from elsewhere since
+			}
+			switch err := kerr.ErrorForCode(rp.ErrorCode); {
+			case err == nil:
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				fw.outOfRange(ctx, p)
+				continue
+			case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
+				errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.LeaderNotAvailable),
+				errors.Is(err, kerr.ReplicaNotAvailable), errors.Is(err, kerr.KafkaStorageError),
+				errors.Is(err, kerr.OffsetNotAvailable):
+				fw.srcStale.Store(true)
+				fw.troubled = true
+				continue
+			default:
+				fw.srcStale.Store(true)
+				fw.fetchError(p, err)
+				continue
+			}
+			if end := endOf(rp.HighWatermark, rp.LastStableOffset); end > p.end.Load() {
+				p.end.Store(end)
+			}
+			if bs := fw.take(p, rp); len(bs) > 0 {
+				w[p] = bs
+			}
+		}
+	}
+}
+
+// take turns one partition's fetched bytes into batches to send.
+func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []*fwdBatch {
+	var raws []rawBatch
+	forward := true
+	for in := rp.RecordBatches; ; {
+		rb, rest, ok := nextBatch(in)
+		if !ok {
+			break
+		}
+		in = rest
+		if rb.magic == 2 && rb.last() < p.next {
+			continue // wholly before the resume offset
+		}
+		raws = append(raws, rb)
+		forward = forward && rb.forwardable(p.next)
+	}
+	if len(raws) == 0 {
+		return nil
+	}
+	if !forward || coalesce(raws) {
+		return fw.reencode(p, rp)
+	}
+	r := fw.r
+	r.checkContinuity(p, raws[0].base, rp.LogStartOffset)
+	r.age.Observe(time.Since(time.UnixMilli(raws[0].firstTS)).Seconds())
+	epoch := p.epoch.Load()
+	out := make([]*fwdBatch, 0, len(raws))
+	for _, rb := range raws {
+		out = append(out, &fwdBatch{p: p, epoch: epoch, b: rb.b, up0: rb.base, n: int(rb.count), maxTS: rb.maxTS, size: len(rb.b)})
+		p.inflight.Add(int64(rb.count))
+		p.lastData = rb.last()
+		p.next = rb.last() + 1
+	}
+	return out
+}
+
+// reencode decodes a partition's fetched bytes as the record path would and
+// encodes the records to copy into batches of the forwarder's own.
+func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition) []*fwdBatch {
+	r := fw.r
+	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		KeepControlRecords: true,
+		Offset:             p.next,
+		IsolationLevel:     fw.isolation,
+		Topic:              p.topic,
+		Partition:          p.partition,
+	}, rp, fw.decompressor, nil)
+	if fp.Err != nil {
+		fw.fetchError(p, fp.Err)
+	}
+	if len(fp.Records) == 0 {
+		if next > p.next {
+			p.next = next // aborted data only
+		}
+		return nil
+	}
+	r.checkContinuity(p, fp.Records[0].Offset, rp.LogStartOffset)
+	r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
+	epoch := p.epoch.Load()
+	var out []*fwdBatch
+	var chunk []*kgo.Record
+	flush := func() {
+		if len(chunk) > 0 {
+			out = append(out, fw.encode(p, epoch, chunk, func(rec *kgo.Record) int64 { return rec.Offset }))
+			p.inflight.Add(int64(len(chunk)))
+			chunk = nil
+		}
+	}
+	size := 0
+	for _, rec := range fp.Records {
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		n := recordSize(rec)
+		if size > 0 && size+n > maxEncodedBatch {
+			flush()
+			size = 0
+		}
+		chunk, size = append(chunk, rec), size+n
+		p.lastData = rec.Offset
+	}
+	flush()
+	last := fp.Records[len(fp.Records)-1]
+	p.next = max(next, last.Offset+1)
+	if last.Attrs.IsControl() {
+		p.markerAfter.Store(p.lastData)
+		p.markerEnd.Store(p.next)
+	}
+	return out
+}
+
+// outOfRange handles a fetch offset the source no longer (or not yet) has:
+// below the log start, retention removed records before they were copied,
+// which is counted; above the end, the partition was truncated or
+// recreated. Either way copying resumes at the log start, as the record
+// path's consumer does.
+func (fw *forwarder) outOfRange(ctx context.Context, p *partition) {
+	r := fw.r
+	starts, err := r.o.SourceAdmin.ListStartOffsets(ctx, p.topic)
+	if err != nil {
+		fw.fetchError(p, err)
+		return
+	}
+	o, ok := starts.Lookup(p.topic, p.partition)
+	switch {
+	case !ok:
+		fw.fetchError(p, errors.New("list start offset: the partition is missing from the response"))
+		return
+	case o.Err != nil:
+		fw.fetchError(p, fmt.Errorf("list start offset: %w", o.Err))
+		return
+	}
+	r.checkContinuity(p, o.Offset, o.Offset)
+	p.next = o.Offset
+}
+
+// fetchError reports a fetch error of p (fetch goroutine only).
+func (fw *forwarder) fetchError(p *partition, err error) {
+	fw.troubled = true
+	fw.r.fetchError(p.topic, p.partition, err)
+}
+
+// drop settles batches that will not be sent.
+func (fw *forwarder) drop(w fwdWork) {
+	for p, bs := range w {
+		for _, b := range bs {
+			p.inflight.Add(-int64(b.n))
+		}
+	}
+}

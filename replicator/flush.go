@@ -1,0 +1,105 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// flushLoop stores progress every offset.flush.interval.ms and refreshes the
+// lag gauges.
+func (r *Replicator) flushLoop(ctx context.Context) error {
+	interval := r.o.Flow.OffsetFlushInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var lastLag, lastFlush time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-r.caughtUp:
+			// Early, but not more often than every caughtUpFlushGap.
+			if wait := caughtUpFlushGap - time.Since(lastFlush); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(wait):
+				}
+			}
+		}
+		lastFlush = time.Now()
+		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+			r.m.error(r.flow, reasonProgressWrite)
+			r.log.Warn("store progress; retried at the next interval", zap.Error(err))
+		}
+		if time.Since(lastLag) >= r.o.LagInterval {
+			lastLag = time.Now()
+			r.updateLag(ctx)
+		}
+	}
+}
+
+// flush writes what moved since the last flush: progress (MM2's Connect
+// offsets) and mm2go's offset map in one request to the target, then MM2's
+// offset syncs. What fails to be written is kept for the next flush.
+func (r *Replicator) flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	var pds []pending
+	r.eachPartition(func(p *partition) {
+		if pd := p.take(); !pd.empty() {
+			pds = append(pds, pd)
+		}
+	})
+	if len(pds) == 0 {
+		return nil
+	}
+	var recs []*kgo.Record
+	var segs int
+	for _, pd := range pds {
+		if pd.progress >= 0 {
+			recs = append(recs, r.pg.record(pd.p, pd.progress))
+		}
+		recs = r.mapRecords(pd, recs)
+		segs += len(pd.segs)
+	}
+	if len(recs) > 0 {
+		if err := r.o.Target.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			for _, pd := range pds {
+				pd.p.give(pd)
+			}
+			return fmt.Errorf("write progress and offset map to %s: %w", r.o.Flow.Target, err)
+		}
+		for _, pd := range pds {
+			if pd.progress >= 0 {
+				pd.p.flushed.Store(pd.progress)
+			}
+			if pd.pos != nil {
+				pd.p.posWritten = *pd.pos
+			}
+		}
+		r.m.flushed(r.flow)
+	}
+	var syncs []*kgo.Record
+	for _, pd := range pds {
+		syncs = r.syncRecords(pd, syncs)
+	}
+	if len(syncs) > 0 {
+		if err := r.syncCl.ProduceSync(ctx, syncs...).FirstErr(); err != nil {
+			for _, pd := range pds {
+				pd.p.give(pending{syncs: pd.syncs})
+			}
+			r.m.error(r.flow, reasonOffsetSyncs)
+			return fmt.Errorf("write offset syncs to %s: %w", r.syncTopic, err)
+		}
+	}
+	r.m.flushWrote(r.flow, len(syncs), segs)
+	return nil
+}

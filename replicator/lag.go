@@ -1,0 +1,123 @@
+package replicator
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/config"
+)
+
+// updateLag lists the source end offsets of the assigned topics and sets the
+// lag gauges.
+func (r *Replicator) updateLag(ctx context.Context) {
+	var topics []string
+	r.mu.Lock()
+	for t := range r.parts {
+		topics = append(topics, t)
+	}
+	r.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	var ends kadm.ListedOffsets
+	var err error
+	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+		ends, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, topics...)
+	} else {
+		ends, err = r.o.SourceAdmin.ListEndOffsets(ctx, topics...)
+	}
+	if err != nil {
+		r.log.Debug("list source end offsets", zap.Error(err))
+		return
+	}
+	sums := make(map[string]int64, len(topics))
+	secs := make(map[string]float64, len(topics))
+	now := time.Now().UnixMilli()
+	r.mu.Lock()
+	for t, ps := range r.parts {
+		for i, p := range ps {
+			if o, ok := ends.Lookup(t, i); ok && o.Err == nil {
+				p.end.Store(o.Offset)
+			}
+			lag := max(p.lag(), 0)
+			sums[t] += lag
+			if r.o.PartitionMetrics {
+				r.m.setPartitionLag(r.flow, t, i, lag)
+			}
+			// The oldest uncopied record follows the last acknowledged
+			// one; its age is at least that one's.
+			if ts := p.ackedTS.Load(); lag > 0 && ts > 0 {
+				secs[t] = max(secs[t], float64(now-ts)/1000)
+			} else {
+				secs[t] = max(secs[t], 0)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for t, l := range sums {
+		r.m.setLag(r.flow, t, r.task, l)
+		r.m.setLagSeconds(r.flow, t, r.task, secs[t])
+	}
+	r.m.setTopics(r.flow, r.task, len(topics))
+	var backlog int64
+	for _, l := range sums {
+		backlog += l
+	}
+	r.reportProgress(backlog)
+}
+
+// reportProgress logs, every ProgressInterval while a backlog remains, how
+// much was copied, at what rate, and when the backlog should be done.
+func (r *Replicator) reportProgress(backlog int64) {
+	now, copied := time.Now(), r.copied.Load()
+	if r.reportAt.IsZero() {
+		r.reportAt, r.reportCopied = now, copied
+		return
+	}
+	elapsed := now.Sub(r.reportAt)
+	if elapsed < r.o.ProgressInterval || backlog == 0 && copied == r.reportCopied {
+		return
+	}
+	rate := float64(copied-r.reportCopied) / elapsed.Seconds()
+	fields := []zap.Field{zap.Int64("copied_records", copied), zap.Float64("records_per_second", math.Round(rate)), zap.Int64("backlog_records", backlog)}
+	switch {
+	case backlog == 0:
+		r.log.Info("caught up", fields...)
+	case rate > 0:
+		eta := time.Duration(float64(backlog) / rate * float64(time.Second)).Round(time.Second)
+		r.log.Info("catching up", append(fields, zap.Duration("eta", eta))...)
+	default:
+		r.log.Warn("backlog is not shrinking", fields...)
+	}
+	r.reportAt, r.reportCopied = now, copied
+}
+
+// Stats is a point-in-time summary of a flow for progress displays.
+type Stats struct {
+	Topics, Partitions, Stalled int
+	// Lag is the number of source offsets not yet acknowledged, summed over
+	// partitions whose end is known.
+	Lag int64
+}
+
+// Stats returns a summary of the flow's partitions.
+func (r *Replicator) Stats() Stats {
+	var s Stats
+	r.mu.Lock()
+	s.Topics = len(r.parts)
+	r.mu.Unlock()
+	r.eachPartition(func(p *partition) {
+		s.Partitions++
+		if p.failed.Load() {
+			s.Stalled++
+		}
+		if l := p.lag(); l > 0 {
+			s.Lag += l
+		}
+	})
+	return s
+}
