@@ -16,6 +16,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
@@ -185,17 +186,17 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.feed.Tail(gctx) })
 	if f.RefreshGroupsEnabled && f.RefreshGroupsInterval > 0 {
-		g.Go(func() error { return every(gctx, f.RefreshGroupsInterval, c.refreshGroups) })
+		g.Go(func() error { loop.Every(gctx, f.RefreshGroupsInterval, c.refreshGroups); return nil })
 	}
 	if f.EmitCheckpointsEnabled && f.EmitCheckpointsInterval > 0 {
-		g.Go(func() error { return every(gctx, f.EmitCheckpointsInterval, c.emit) })
+		g.Go(func() error { loop.Every(gctx, f.EmitCheckpointsInterval, c.emit); return nil })
 	}
 	switch {
 	case !f.SyncGroupOffsetsEnabled || f.SyncGroupOffsetsInterval <= 0:
 	case f.GroupSyncMode == config.GroupSyncPeriodic:
-		g.Go(func() error { return every(gctx, f.SyncGroupOffsetsInterval, c.sync) })
+		g.Go(func() error { loop.Every(gctx, f.SyncGroupOffsetsInterval, c.sync); return nil })
 	default:
-		g.Go(func() error { return every(gctx, f.GroupSyncWatchInterval, c.watch) })
+		g.Go(func() error { loop.Every(gctx, f.GroupSyncWatchInterval, c.watch); return nil })
 	}
 	err = g.Wait()
 	if ctx.Err() != nil {
@@ -277,20 +278,6 @@ func (c *Checkpointer) replicates(cp policy.Checkpoint) bool {
 	}
 	// A topic that came from the target, renamed back (RemoteTopic).
 	return c.sel.ShouldReplicate(c.o.Policy.FormatRemoteTopic(f.Target, cp.Topic))
-}
-
-// every calls fn every d until ctx is done, then returns nil.
-func every(ctx context.Context, d time.Duration, fn func(context.Context)) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		fn(ctx)
-	}
 }
 
 // fail logs and counts a failure of periodic work, unless it is only the

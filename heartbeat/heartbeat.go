@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -192,20 +193,12 @@ func (e *Emitter) Run(ctx context.Context) error {
 		}
 	}()
 	var s streak
-	t := time.NewTicker(e.o.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	loop.Every(ctx, e.o.Interval, func(ctx context.Context) {
+		if err := e.beat(ctx); ctx.Err() == nil {
+			e.report(&s, err)
 		}
-		err := e.beat(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		e.report(&s, err)
-	}
+	})
+	return nil
 }
 
 // beat writes one heartbeat and waits for the target's answer, at most

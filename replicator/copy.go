@@ -275,12 +275,8 @@ func (r *Replicator) retryStalled() {
 		if !p.paused {
 			r.src.PauseFetchPartitions(map[string][]int32{p.topic: {p.partition}})
 			p.paused = true
-			if p.backoff == 0 {
-				p.backoff = r.o.RetryBackoff
-			} else {
-				p.backoff = min(2*p.backoff, r.o.MaxRetryBackoff)
-			}
-			p.retryAt = now.Add(p.backoff)
+			p.backoff.Min, p.backoff.Max = r.o.RetryBackoff, r.o.MaxRetryBackoff
+			p.retryAt = now.Add(p.backoff.Next())
 		}
 	}
 	var stalled int

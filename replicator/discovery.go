@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -26,10 +27,8 @@ func (r *Replicator) refreshLoop(ctx context.Context) error {
 	periodic := f.RefreshTopicsEnabled && f.RefreshTopicsInterval > 0
 	for {
 		wait, run := nextRefresh(periodic, f.RefreshTopicsInterval, r.deferred)
-		select {
-		case <-ctx.Done():
+		if !loop.Sleep(ctx, wait) {
 			return ctx.Err()
-		case <-time.After(wait):
 		}
 		if !run {
 			continue
@@ -349,14 +348,10 @@ func (r *Replicator) growRemote(ctx context.Context, remote string, n int) bool 
 	// change with the old partitions, so it is repeated until they show.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
 	for {
 		r.o.Target.ForceMetadataRefresh()
-		select {
-		case <-wctx.Done():
+		if !loop.Sleep(wctx, 250*time.Millisecond) {
 			return false // a later refresh adds the partitions
-		case <-t.C:
 		}
 		if r.producerKnows(remote, int32(n-1)) {
 			return true

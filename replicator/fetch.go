@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/metric"
 )
 
@@ -67,7 +68,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 			}
 		}
 		if len(out) == 0 {
-			sleep(ctx, idle)
+			loop.Sleep(ctx, idle)
 			continue
 		}
 		var res fetchResult
@@ -89,7 +90,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 			fw.srcStale.Store(true)
 			r.m.error(r.flow, metric.Reason(res.err, reasonFetch))
 			r.log.Warn("fetch from source; retried", zap.Int32("broker", res.leader), zap.Error(res.err))
-			sleep(ctx, idle)
+			loop.Sleep(ctx, idle)
 			continue
 		}
 		w := make(fwdWork)
@@ -97,7 +98,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		if len(w) == 0 {
 			if fw.troubled {
 				fw.troubled = false
-				sleep(ctx, idle)
+				loop.Sleep(ctx, idle)
 			}
 			continue
 		}
@@ -110,15 +111,6 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 			fw.drop(w)
 			return ctx.Err()
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

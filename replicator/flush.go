@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
 // flushLoop stores progress every offset.flush.interval.ms and refreshes the
@@ -26,12 +28,8 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 		case <-t.C:
 		case <-r.caughtUp:
 			// Early, but not more often than every caughtUpFlushGap.
-			if wait := caughtUpFlushGap - time.Since(lastFlush); wait > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(wait):
-				}
+			if !loop.Sleep(ctx, caughtUpFlushGap-time.Since(lastFlush)) {
+				return ctx.Err()
 			}
 		}
 		lastFlush = time.Now()

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
@@ -49,21 +50,15 @@ func (r *Replicator) loadMap(ctx context.Context) (map[tp]mapState, error) {
 // there can be read on the source any more. The newest segment of each
 // partition is always kept.
 func (r *Replicator) pruneLoop(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	loop.Every(ctx, every, func(ctx context.Context) {
 		if n, err := r.prune(ctx); err != nil && ctx.Err() == nil {
 			r.m.error(r.flow, reasonOffsetMap)
 			r.log.Warn("prune offset map; retried at the next interval", zap.Error(err))
 		} else if n > 0 {
 			r.log.Info("offset map pruned", zap.String("topic", r.mapTopic), zap.Int("segments", n))
 		}
-	}
+	})
+	return ctx.Err()
 }
 
 func (r *Replicator) prune(ctx context.Context) (int, error) {

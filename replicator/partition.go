@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -55,7 +56,7 @@ type partition struct {
 	lastData int64 // upstream offset of the last data record handed to the producer
 	paused   bool
 	retryAt  time.Time
-	backoff  time.Duration
+	backoff  loop.Backoff
 
 	// seq is the sequence number of the partition's next batch in the
 	// batches copy mode; the forwarder's send goroutine only.

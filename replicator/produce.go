@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/metric"
 )
 
@@ -172,7 +173,7 @@ func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 			}
 		}
 	}
-	backoff := 50 * time.Millisecond
+	backoff := loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	for len(w) > 0 {
 		var parts []*partition
 		for p, bs := range w {
@@ -198,7 +199,7 @@ func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 			fw.dstStale.Store(true)
 			r.m.error(r.flow, metric.Reason(err, reasonProduce))
 			r.log.Warn("target metadata; retried", zap.Error(err))
-			sleep(ctx, 200*time.Millisecond)
+			loop.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		retry := fw.sendRound(ctx, by, w)
@@ -216,13 +217,13 @@ func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
 				return nil
 			}
 			fw.dstStale.Store(true)
-			backoff = min(2*backoff, 2*time.Second)
+			wait := backoff.Next()
 			r.m.error(r.flow, metric.Reason(retry, reasonProduce))
-			r.log.Warn("target did not take batches; re-sent with the same sequence numbers", zap.Duration("backoff", backoff), zap.Error(retry))
-			sleep(ctx, backoff)
+			r.log.Warn("target did not take batches; re-sent with the same sequence numbers", zap.Duration("backoff", wait), zap.Error(retry))
+			loop.Sleep(ctx, wait)
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		backoff.Reset()
 	}
 	return nil
 }

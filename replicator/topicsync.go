@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/policy"
 )
 
@@ -21,18 +22,14 @@ import (
 // round bounded by timeout. MM2 schedules its config and ACL syncs the same
 // way: at a fixed rate, the first run right after the connector started.
 func runEvery(ctx context.Context, interval, timeout time.Duration, round func(context.Context)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	bounded := func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		round(rctx)
-		cancel()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
 	}
+	bounded(ctx)
+	loop.Every(ctx, interval, bounded)
+	return ctx.Err()
 }
 
 // stopped reports whether a round's context ended because the flow stops

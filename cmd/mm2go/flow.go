@@ -22,6 +22,7 @@ import (
 	"github.com/mm2go/mm2go/heartbeat"
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/replicator"
 )
@@ -64,8 +65,8 @@ func policyFor(f *config.Flow) policy.Policy {
 // exponential backoff (1s to 1m) after a failure. A flow that ran for a while
 // before failing starts over at the shortest backoff.
 func (fr *flowRunner) supervise(ctx context.Context) {
-	const minBackoff, maxBackoff = time.Second, time.Minute
-	backoff := minBackoff
+	const maxBackoff = time.Minute
+	backoff := loop.Backoff{Min: time.Second, Max: maxBackoff}
 	for {
 		start := time.Now()
 		err := fr.run(ctx)
@@ -80,16 +81,14 @@ func (fr *flowRunner) supervise(ctx context.Context) {
 			return
 		}
 		if time.Since(start) > 5*maxBackoff {
-			backoff = minBackoff
+			backoff.Reset()
 		}
+		wait := backoff.Next()
 		fr.m.flowRestart(fr.flow.Name())
-		fr.log.Error("flow failed; restarting", zap.Duration("backoff", backoff), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		fr.log.Error("flow failed; restarting", zap.Duration("backoff", wait), zap.Error(err))
+		if !loop.Sleep(ctx, wait) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -455,21 +454,18 @@ func (fr *flowRunner) newHeartbeat(producer *kgo.Client, adm *kadm.Client) (*hea
 // checkpoints): after an error it is logged, counted and started again with
 // backoff (1s doubling to 1m), until ctx ends.
 func (fr *flowRunner) retry(ctx context.Context, worker string, run func(context.Context) error) {
-	const minBackoff, maxBackoff = time.Second, time.Minute
-	backoff := minBackoff
+	backoff := loop.Backoff{Min: time.Second, Max: time.Minute}
 	for {
 		err := run(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		wait := backoff.Next()
 		fr.m.workerRestart(fr.flow.Name(), worker)
-		fr.log.Error("worker failed; restarting it", zap.String("worker", worker), zap.Duration("backoff", backoff), zap.Error(err))
-		select {
-		case <-ctx.Done():
+		fr.log.Error("worker failed; restarting it", zap.String("worker", worker), zap.Duration("backoff", wait), zap.Error(err))
+		if !loop.Sleep(ctx, wait) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -325,14 +326,12 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 				_, _ = fmt.Fprintf(stdout, "%s waiting for: %s\n", time.Since(start).Round(time.Millisecond), w)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !loop.Sleep(ctx, every) {
 			if rep, err := checkFailover(context.Background(), of, groups, stderr); err == nil {
 				printReport(stdout, of.flow, rep)
 			}
 			_, _ = fmt.Fprintf(stdout, "NOT SAFE to switch consumers after waiting %s\n", time.Since(start).Round(time.Millisecond))
 			return exitFailure
-		case <-time.After(every):
 		}
 	}
 }

@@ -37,6 +37,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
 // Producer is a producer id and epoch for idempotent writes.
@@ -182,10 +184,8 @@ func retry(ctx context.Context, what string, fn func() error) error {
 		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(retryEvery):
+		if !loop.Sleep(ctx, retryEvery) {
+			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
 		}
 	}
 }

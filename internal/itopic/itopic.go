@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
 // ReaderOpts are the options a client passed to ReadAll needs on top of its
@@ -73,10 +75,8 @@ func Ensure(ctx context.Context, adm *kadm.Client, s Spec) (int32, error) {
 		if err == nil {
 			return n, nil
 		}
-		select {
-		case <-ctx.Done():
+		if !loop.Sleep(ctx, 200*time.Millisecond) {
 			return 0, fmt.Errorf("describe topic %s after create: %w", s.Name, err)
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

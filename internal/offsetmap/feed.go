@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
 // Read reads the offset map topic from its start to its current end,
@@ -109,12 +110,8 @@ func (f *Feed) Tail(ctx context.Context) error {
 		if n > 0 && f.Applied != nil {
 			f.Applied()
 		}
-		if failed && n == 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(RetryInterval):
-			}
+		if failed && n == 0 && !loop.Sleep(ctx, RetryInterval) {
+			return nil
 		}
 	}
 }
@@ -129,8 +126,6 @@ func (f *Feed) failed(err error) {
 // from their log start. It returns ctx's error when ctx ends first.
 func (f *Feed) waitForTopic(ctx context.Context) error {
 	adm := kadm.NewClient(f.Client)
-	t := time.NewTicker(RetryInterval)
-	defer t.Stop()
 	for {
 		md, err := adm.ListTopics(ctx, f.Topic)
 		if err == nil && !itopic.Missing(md, f.Topic) && md[f.Topic].Err == nil {
@@ -145,10 +140,8 @@ func (f *Feed) waitForTopic(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			f.failed(fmt.Errorf("list topic %s: %w", f.Topic, err))
 		}
-		select {
-		case <-ctx.Done():
+		if !loop.Sleep(ctx, RetryInterval) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }
