@@ -49,8 +49,7 @@ const (
 	SkipNotReplicated SkipReason = "not_replicated"
 )
 
-// metrics are the checkpointer's Prometheus metrics. A nil *metrics is valid
-// and records nothing.
+// metrics are the checkpointer's Prometheus metrics.
 type metrics struct {
 	checkpoints  *prometheus.CounterVec
 	translations *prometheus.CounterVec
@@ -65,14 +64,12 @@ type metrics struct {
 	lastEmit     *prometheus.GaugeVec
 }
 
-// newMetrics registers the metrics with reg, or returns nil for a nil reg.
+// newMetrics registers the metrics with reg; with a nil reg they are
+// registered nowhere and count for nobody.
 // Every flow's checkpointer, and every restart of one, registers the same
 // collectors: the first registration wins and later checkpointers share it,
 // each writing only its own flow label.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	if reg == nil {
-		return nil
-	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
@@ -108,23 +105,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // init creates the flow's series at zero, so that a flow that never wrote a
 // checkpoint shows up as such instead of being absent.
 func (m *metrics) init(flow string) {
-	if m != nil {
-		m.checkpoints.WithLabelValues(flow)
-		m.synced.WithLabelValues(flow)
-		m.removed.WithLabelValues(flow)
-		m.segments.WithLabelValues(flow)
-		m.degraded.WithLabelValues(flow)
-		m.groups.WithLabelValues(flow)
-	}
+	m.checkpoints.WithLabelValues(flow)
+	m.synced.WithLabelValues(flow)
+	m.removed.WithLabelValues(flow)
+	m.segments.WithLabelValues(flow)
+	m.degraded.WithLabelValues(flow)
+	m.groups.WithLabelValues(flow)
 }
 
 // stopped deletes the flow's gauges: this checkpointer no longer runs (the
 // flow was removed, or the task that runs it moved to another instance,
 // which exports them now). Counters stay.
 func (m *metrics) stopped(flow string) {
-	if m == nil {
-		return
-	}
 	byFlow := prometheus.Labels{"flow": flow}
 	for _, g := range []*prometheus.GaugeVec{m.lastEmit, m.age, m.segments, m.degraded, m.groups} {
 		g.DeletePartialMatch(byFlow)
@@ -132,68 +124,48 @@ func (m *metrics) stopped(flow string) {
 }
 
 func (m *metrics) emitted(flow string) {
-	if m != nil {
-		m.lastEmit.WithLabelValues(flow).SetToCurrentTime()
-	}
+	m.lastEmit.WithLabelValues(flow).SetToCurrentTime()
 }
 
 func (m *metrics) written(flow string, n int) {
-	if m != nil {
-		m.checkpoints.WithLabelValues(flow).Add(float64(n))
-	}
+	m.checkpoints.WithLabelValues(flow).Add(float64(n))
 }
 
 func (m *metrics) translated(flow string, mode Mode) {
-	if m != nil {
-		m.translations.WithLabelValues(flow, mode.String()).Inc()
-	}
+	m.translations.WithLabelValues(flow, mode.String()).Inc()
 }
 
 func (m *metrics) setAge(flow, group string, since time.Duration) {
-	if m != nil {
-		m.age.WithLabelValues(flow, group).Set(since.Seconds())
-	}
+	m.age.WithLabelValues(flow, group).Set(since.Seconds())
 }
 
 func (m *metrics) dropAge(flow, group string) {
-	if m != nil {
-		m.age.DeleteLabelValues(flow, group)
-	}
+	m.age.DeleteLabelValues(flow, group)
 }
 
 func (m *metrics) syncedOffsets(flow string, n int) {
-	if m != nil {
-		m.synced.WithLabelValues(flow).Add(float64(n))
-	}
+	m.synced.WithLabelValues(flow).Add(float64(n))
 }
 
 func (m *metrics) removedOffsets(flow string, n int) {
-	if m != nil {
-		m.removed.WithLabelValues(flow).Add(float64(n))
-	}
+	m.removed.WithLabelValues(flow).Add(float64(n))
 }
 
 func (m *metrics) skippedOffsets(flow string, reason SkipReason, n int) {
-	if m != nil && n > 0 {
+	if n > 0 {
 		m.skipped.WithLabelValues(flow, string(reason)).Add(float64(n))
 	}
 }
 
 func (m *metrics) setIndex(flow string, segments, degraded int) {
-	if m != nil {
-		m.segments.WithLabelValues(flow).Set(float64(segments))
-		m.degraded.WithLabelValues(flow).Set(float64(degraded))
-	}
+	m.segments.WithLabelValues(flow).Set(float64(segments))
+	m.degraded.WithLabelValues(flow).Set(float64(degraded))
 }
 
 func (m *metrics) error(flow, reason string) {
-	if m != nil {
-		m.errors.WithLabelValues(flow, reason).Inc()
-	}
+	m.errors.WithLabelValues(flow, reason).Inc()
 }
 
 func (m *metrics) setGroups(flow string, n int) {
-	if m != nil {
-		m.groups.WithLabelValues(flow).Set(float64(n))
-	}
+	m.groups.WithLabelValues(flow).Set(float64(n))
 }

@@ -14,21 +14,18 @@ const (
 	reasonProduce = "produce"
 )
 
-// metrics are the heartbeat emitter's Prometheus metrics. A nil *metrics is
-// valid and records nothing.
+// metrics are the heartbeat emitter's Prometheus metrics.
 type metrics struct {
 	records *prometheus.CounterVec
 	last    *prometheus.GaugeVec
 	errors  *prometheus.CounterVec
 }
 
-// newMetrics registers the metrics with reg, or returns nil for a nil reg.
+// newMetrics registers the metrics with reg; with a nil reg they are
+// registered nowhere and count for nobody.
 // Every flow's emitter, and every restart of one, shares the collectors
 // registered first, each writing only its own flow label.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	if reg == nil {
-		return nil
-	}
 	return &metrics{
 		records: metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mm2go_heartbeat_records_total",
@@ -48,28 +45,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // init creates the flow's series at zero, so that a flow that never wrote a
 // heartbeat shows up as such instead of being absent.
 func (m *metrics) init(flow string) {
-	if m != nil {
-		m.records.WithLabelValues(flow)
-	}
+	m.records.WithLabelValues(flow)
 }
 
 func (m *metrics) written(flow string, ts time.Time) {
-	if m != nil {
-		m.records.WithLabelValues(flow).Inc()
-		m.last.WithLabelValues(flow).Set(float64(ts.UnixMilli()) / 1000)
-	}
+	m.records.WithLabelValues(flow).Inc()
+	m.last.WithLabelValues(flow).Set(float64(ts.UnixMilli()) / 1000)
 }
 
 // stopped deletes the flow's last-heartbeat timestamp: this emitter no
 // longer runs (another instance may run the flow's heartbeats now).
 func (m *metrics) stopped(flow string) {
-	if m != nil {
-		m.last.DeleteLabelValues(flow)
-	}
+	m.last.DeleteLabelValues(flow)
 }
 
 func (m *metrics) error(flow, reason string) {
-	if m != nil {
-		m.errors.WithLabelValues(flow, reason).Inc()
-	}
+	m.errors.WithLabelValues(flow, reason).Inc()
 }

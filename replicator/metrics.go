@@ -61,10 +61,9 @@ type metrics struct {
 // histograms, in seconds: 1 ms to about 5 minutes.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 
+// newMetrics registers the metrics with reg; with a nil reg they are
+// registered nowhere and count for nobody.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	if reg == nil {
-		return nil
-	}
 	counter := func(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
 		return metric.Shared(reg, prometheus.NewCounterVec(o, labels))
 	}
@@ -166,13 +165,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) partitionMetrics(flow, topic string) partitionMetrics {
-	if m == nil {
-		// Unregistered counters: the copy path counts without checking.
-		return partitionMetrics{
-			records: prometheus.NewCounter(prometheus.CounterOpts{Name: "mm2go_replicator_records_total"}),
-			bytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "mm2go_replicator_bytes_total"}),
-		}
-	}
 	return partitionMetrics{
 		records: m.records.WithLabelValues(flow, topic),
 		bytes:   m.bytes.WithLabelValues(flow, topic),
@@ -186,92 +178,59 @@ const (
 )
 
 func (m *metrics) batchSent(flow, path string) {
-	if m != nil {
-		m.batches.WithLabelValues(flow, path).Inc()
-	}
+	m.batches.WithLabelValues(flow, path).Inc()
 }
 
 func (m *metrics) error(flow, reason string) {
-	if m != nil {
-		m.errors.WithLabelValues(flow, reason).Inc()
-	}
+	m.errors.WithLabelValues(flow, reason).Inc()
 }
 
 func (m *metrics) sourceLost(flow, topic string, n int64) {
-	if m != nil {
-		m.lost.WithLabelValues(flow, topic).Add(float64(n))
-	}
+	m.lost.WithLabelValues(flow, topic).Add(float64(n))
 }
 
 func (m *metrics) setLag(flow, topic, task string, lag int64) {
-	if m != nil {
-		m.lag.WithLabelValues(flow, topic, task).Set(float64(lag))
-	}
+	m.lag.WithLabelValues(flow, topic, task).Set(float64(lag))
 }
 
 func (m *metrics) setPartitions(flow, task string, assigned, stalled int) {
-	if m != nil {
-		m.partitions.WithLabelValues(flow, task).Set(float64(assigned))
-		m.stalled.WithLabelValues(flow, task).Set(float64(stalled))
-	}
+	m.partitions.WithLabelValues(flow, task).Set(float64(assigned))
+	m.stalled.WithLabelValues(flow, task).Set(float64(stalled))
 }
 
 func (m *metrics) topicCreated(flow string) {
-	if m != nil {
-		m.topicsCreated.WithLabelValues(flow).Inc()
-	}
+	m.topicsCreated.WithLabelValues(flow).Inc()
 }
 
 func (m *metrics) flushed(flow string) {
-	if m != nil {
-		m.flushes.WithLabelValues(flow).Inc()
-	}
+	m.flushes.WithLabelValues(flow).Inc()
 }
 
 func (m *metrics) flushWrote(flow string, syncs, segments int) {
-	if m != nil {
-		m.syncs.WithLabelValues(flow).Add(float64(syncs))
-		m.segments.WithLabelValues(flow).Add(float64(segments))
-	}
+	m.syncs.WithLabelValues(flow).Add(float64(syncs))
+	m.segments.WithLabelValues(flow).Add(float64(segments))
 }
 
-// observers returns the histogram observers of a flow; nil observers when
-// metrics are off.
+// observers returns the histogram observers of a flow.
 func (m *metrics) observers(flow string) (age, latency prometheus.Observer) {
-	if m == nil {
-		return nopObserver{}, nopObserver{}
-	}
 	return m.age.WithLabelValues(flow), m.latency.WithLabelValues(flow)
 }
 
-type nopObserver struct{}
-
-func (nopObserver) Observe(float64) {}
-
 func (m *metrics) setLagSeconds(flow, topic, task string, s float64) {
-	if m != nil {
-		m.lagSeconds.WithLabelValues(flow, topic, task).Set(s)
-	}
+	m.lagSeconds.WithLabelValues(flow, topic, task).Set(s)
 }
 
 func (m *metrics) setPartitionLag(flow, topic string, partition int32, lag int64) {
-	if m != nil {
-		m.partitionLag.WithLabelValues(flow, topic, strconv.Itoa(int(partition))).Set(float64(lag))
-	}
+	m.partitionLag.WithLabelValues(flow, topic, strconv.Itoa(int(partition))).Set(float64(lag))
 }
 
 func (m *metrics) setTopics(flow, task string, n int) {
-	if m != nil {
-		m.topics.WithLabelValues(flow, task).Set(float64(n))
-	}
+	m.topics.WithLabelValues(flow, task).Set(float64(n))
 }
 
 // forgetTopic deletes the gauges of a source topic the task no longer
 // copies (deleted on the source, or no longer selected).
 func (m *metrics) forgetTopic(flow, task, topic string, partitions []int32) {
-	if m == nil {
-		return
-	}
 	m.lag.DeleteLabelValues(flow, topic, task)
 	m.lagSeconds.DeleteLabelValues(flow, topic, task)
 	for _, p := range partitions {
@@ -284,9 +243,6 @@ func (m *metrics) forgetTopic(flow, task, topic string, partitions []int32) {
 // stops, or the task moved to another instance, which exports them now).
 // Counters stay: they only grow, and a task coming back adds to them.
 func (m *metrics) forgetTask(flow, task string, parts []tp) {
-	if m == nil {
-		return
-	}
 	byTask := prometheus.Labels{"flow": flow, "task": task}
 	for _, g := range []*prometheus.GaugeVec{m.lag, m.lagSeconds, m.partitions, m.stalled, m.topics, m.blocked} {
 		g.DeletePartialMatch(byTask)
@@ -299,41 +255,37 @@ func (m *metrics) forgetTask(flow, task string, parts []tp) {
 // touch creates the flow's sync series at zero, so that they are exported
 // before the first sync round counts anything.
 func (m *metrics) touch(flow, task string) {
-	if m != nil {
-		m.configsSynced.WithLabelValues(flow)
-		m.aclsSynced.WithLabelValues(flow)
-		m.aclsSkipped.WithLabelValues(flow)
-		m.cfgOverrides.WithLabelValues(flow)
-		m.blocked.WithLabelValues(flow, task)
-	}
+	m.configsSynced.WithLabelValues(flow)
+	m.aclsSynced.WithLabelValues(flow)
+	m.aclsSkipped.WithLabelValues(flow)
+	m.cfgOverrides.WithLabelValues(flow)
+	m.blocked.WithLabelValues(flow, task)
 }
 
 func (m *metrics) configsSyncedAdd(flow string, n int) {
-	if m != nil && n > 0 {
+	if n > 0 {
 		m.configsSynced.WithLabelValues(flow).Add(float64(n))
 	}
 }
 
 func (m *metrics) aclsSyncedAdd(flow string, n int) {
-	if m != nil && n > 0 {
+	if n > 0 {
 		m.aclsSynced.WithLabelValues(flow).Add(float64(n))
 	}
 }
 
 func (m *metrics) configOverridesRemovedAdd(flow string, n int) {
-	if m != nil && n > 0 {
+	if n > 0 {
 		m.cfgOverrides.WithLabelValues(flow).Add(float64(n))
 	}
 }
 
 func (m *metrics) aclsSkippedAdd(flow string, n int) {
-	if m != nil && n > 0 {
+	if n > 0 {
 		m.aclsSkipped.WithLabelValues(flow).Add(float64(n))
 	}
 }
 
 func (m *metrics) setBlocked(flow, task string, n int) {
-	if m != nil {
-		m.blocked.WithLabelValues(flow, task).Set(float64(n))
-	}
+	m.blocked.WithLabelValues(flow, task).Set(float64(n))
 }
