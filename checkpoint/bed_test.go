@@ -21,6 +21,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/ktest"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -46,19 +47,13 @@ func newBed(t *testing.T) *bed {
 
 func newCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return ktest.Fake(t, 1)
 }
 
 // client returns a client of c closed at the end of the test.
 func (b *bed) client(c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	b.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
-	require.NoError(b.t, err)
-	b.t.Cleanup(cl.Close)
-	return cl
+	return ktest.Client(b.t, c.ListenAddrs(), append([]kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
 }
 
 // flow parses flow A->B between the bed's clusters; intervals are set to

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mm2go/mm2go/internal/ktest"
 	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -36,10 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T, opts ...kfake.Opt) *fixture {
 	t.Helper()
 	f := &fixture{net: new(kfake.VirtualNetwork), reg: prometheus.NewRegistry()}
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.Ports(19400), kfake.ListenFn(f.net.Listen)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	f.c = c
+	f.c = ktest.Fake(t, 1, append([]kfake.Opt{kfake.Ports(19400), kfake.ListenFn(f.net.Listen)}, opts...)...)
 	f.cl = f.client(t, ProducerOpts()...)
 	f.adm = kadm.NewClient(f.cl)
 	return f

@@ -66,18 +66,12 @@ func newCluster(t *testing.T) *kfake.Cluster {
 
 func newClusterBrokers(t *testing.T, n int) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(n))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return ktest.Fake(t, n)
 }
 
 func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	return cl
+	return ktest.Client(t, c.ListenAddrs(), opts...)
 }
 
 // flow parses a flow A->B between the bed's clusters from MM2 properties.

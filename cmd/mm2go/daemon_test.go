@@ -30,10 +30,7 @@ import (
 
 func newCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return ktest.Fake(t, 1)
 }
 
 func testConfig(t *testing.T, src, dst *kfake.Cluster, extra ...string) *config.Config {

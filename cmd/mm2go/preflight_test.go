@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // testCert is a CA (PEM) and a server certificate for 127.0.0.1 it signed.
@@ -93,15 +94,9 @@ func TestPreflight(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.pem"), cert.caPEM, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "other.pem"), other.caPEM, 0o600))
 
-	plain, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	t.Cleanup(plain.Close)
-	sasl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "right-pw-1234"))
-	require.NoError(t, err)
-	t.Cleanup(sasl.Close)
-	secure, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert.server}, MinVersion: tls.VersionTLS12}))
-	require.NoError(t, err)
-	t.Cleanup(secure.Close)
+	plain := ktest.Fake(t, 1)
+	sasl := ktest.Fake(t, 1, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "right-pw-1234"))
+	secure := ktest.Fake(t, 1, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert.server}, MinVersion: tls.VersionTLS12}))
 	plainAddr, saslAddr, tlsAddr := plain.ListenAddrs()[0], sasl.ListenAddrs()[0], secure.ListenAddrs()[0]
 	down := closedAddr(t)
 	scram := func(pw string) []string {
@@ -159,9 +154,7 @@ func TestPreflight(t *testing.T) {
 // cluster (here the admin, whose own settings carry a wrong password) names
 // those clients.
 func TestPreflightNamesClients(t *testing.T) {
-	sasl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "right-pw-1234"))
-	require.NoError(t, err)
-	t.Cleanup(sasl.Close)
+	sasl := ktest.Fake(t, 1, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "right-pw-1234"))
 	addr := sasl.ListenAddrs()[0]
 	jaas := func(pw string) string {
 		return `org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="` + pw + `";`
@@ -175,7 +168,7 @@ func TestPreflightNamesClients(t *testing.T) {
 		"B.admin.sasl.jaas.config = "+jaas("wrong-pw-5678"),
 		"A->B.enabled = true",
 	)
-	err = preflight(context.Background(), f)
+	err := preflight(context.Background(), f)
 	var ce *clusterError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, "B", ce.Cluster)

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // TestValidate runs `mm2go validate` against two kfake clusters: the
@@ -23,9 +25,7 @@ import (
 // partition counts, and the exit codes for an unreachable cluster and a bad
 // file.
 func TestValidate(t *testing.T) {
-	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "pw-src-4242"))
-	require.NoError(t, err)
-	t.Cleanup(src.Close)
+	src := ktest.Fake(t, 1, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "pw-src-4242"))
 	dst := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -14,19 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // clusters are the brokers the tests run on: an in-process fake, and the
 // real single-node cluster of the test bed when MM2GO_TEST_SEEDS names it.
 func clusters(t *testing.T) map[string][]string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	out := map[string][]string{"kfake": c.ListenAddrs()}
+	out := map[string][]string{"kfake": ktest.Fake(t, 3).ListenAddrs()}
 	if s := os.Getenv("MM2GO_TEST_SEEDS"); s != "" {
 		out["kafka"] = strings.Split(s, ",")
 	}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 func joinTest(t *testing.T, seeds []string, group, topic string) *Lease {
@@ -42,13 +43,8 @@ func leaseCluster(t *testing.T) []string {
 // partitions.
 func taskCluster(t *testing.T, tasks int32) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	require.NoError(t, err)
-	defer cl.Close()
-	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), tasks, 1, nil, "lease")
+	c := ktest.Fake(t, 1)
+	_, err := kadm.NewClient(ktest.Client(t, c.ListenAddrs())).CreateTopic(context.Background(), tasks, 1, nil, "lease")
 	require.NoError(t, err)
 	return c.ListenAddrs()
 }

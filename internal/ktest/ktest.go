@@ -6,8 +6,10 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -89,4 +91,28 @@ func RecordsPer(ctx context.Context, adm *kadm.Client, topic string, opts ...kgo
 		})
 	}
 	return out, nil
+}
+
+// Fake starts an in-process kfake cluster of n brokers, closed when the
+// test ends. opts come after the broker count.
+func Fake(t testing.TB, n int, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(n)}, opts...)...)
+	if err != nil {
+		t.Fatalf("start kfake cluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Client returns a client of the brokers at seeds, closed when the test
+// ends. opts come after the seeds.
+func Client(t testing.TB, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
