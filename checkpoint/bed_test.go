@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -254,6 +255,23 @@ func run(t *testing.T, c *Checkpointer) (stop func() error) {
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// waitEmitRounds waits until c has finished at least n more checkpoint
+// rounds (its last-emit timestamp moved n times), so that a test that
+// asserts what a round did not do knows the round ran.
+func waitEmitRounds(t *testing.T, c *Checkpointer, n int) {
+	t.Helper()
+	g := c.m.lastEmit.WithLabelValues(c.flow)
+	last := testutil.ToFloat64(g)
+	for range n {
+		waitFor(t, "a checkpoint round", func() bool {
+			v := testutil.ToFloat64(g)
+			moved := v != last
+			last = v
+			return moved
+		})
+	}
 }
 
 // waitFor polls cond every 20 ms for up to 10 s.

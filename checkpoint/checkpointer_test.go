@@ -107,8 +107,8 @@ func TestCheckpointsEmitted(t *testing.T) {
 		require.WithinDuration(t, before, r.Timestamp, 5*time.Second)
 	}
 
-	// Nothing changed: several intervals write nothing more.
-	time.Sleep(300 * time.Millisecond)
+	// Nothing changed: several rounds write nothing more.
+	waitEmitRounds(t, c, 3)
 	require.Len(t, b.checkpoints(), 2, "unchanged checkpoints are not written again")
 
 	// The group moves on, and map data for t/1 arrives while Run tails.
@@ -207,7 +207,7 @@ func TestNoCheckpointsBeforeMapData(t *testing.T) {
 	// The map topic does not even exist yet: Run must wait for it.
 	c := b.newCheckpointer(f, nil, nil)
 	run(t, c)
-	time.Sleep(200 * time.Millisecond)
+	waitEmitRounds(t, c, 3)
 	require.Empty(t, b.checkpoints(), "MM2 emits no checkpoint without syncs")
 	b.writeMap(mseg("t", 0, 0, 9, 3))
 	waitFor(t, "checkpoint once the map exists", func() bool { return b.countCheckpoints() == 1 })

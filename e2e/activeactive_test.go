@@ -38,9 +38,16 @@ func TestIntegrationActiveActiveIdentity(t *testing.T) {
 	eventually(t, time.Minute, "both clusters hold 500 records", func() bool {
 		return records(t, e.srcAdm, topic) == 500 && records(t, e.dstAdm, topic) == 500
 	})
-	time.Sleep(3 * time.Second) // time for a loop to show, were there one
-	require.EqualValues(t, 500, records(t, e.srcAdm, topic), "nothing copied back to the source")
-	require.EqualValues(t, 500, records(t, e.dstAdm, topic), "nothing copied back to the target")
+	// A loop would copy a record back after it arrived. One more record on
+	// each partition of each side, copied across, shows that each flow read
+	// past every record that arrived before it.
+	produceN(t, e.srcCl, []string{topic}, 2, 2, &seq)
+	produceN(t, dcl, []string{topic}, 2, 2, &seq)
+	eventually(t, time.Minute, "both clusters hold the 4 last records", func() bool {
+		return records(t, e.srcAdm, topic) >= 504 && records(t, e.dstAdm, topic) >= 504
+	})
+	require.EqualValues(t, 504, records(t, e.srcAdm, topic), "nothing copied back to the source")
+	require.EqualValues(t, 504, records(t, e.dstAdm, topic), "nothing copied back to the target")
 
 	for _, seeds := range [][]string{sourceSeeds, targetSeeds} {
 		seen := map[string]int{}
@@ -49,7 +56,7 @@ func TestIntegrationActiveActiveIdentity(t *testing.T) {
 				seen[string(r.Value)]++
 			}
 		}
-		require.Len(t, seen, 500)
+		require.Len(t, seen, 504)
 		for v, n := range seen {
 			require.Equal(t, 1, n, "record %q", v)
 		}

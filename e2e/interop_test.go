@@ -298,12 +298,17 @@ func testInteropTakeoverFromMM2(t *testing.T, in *interop) {
 
 	sent := seq
 	produceN(t, e.srcCl, []string{a, b}, 3, 300, &seq)
-	p := e.start("-c", cfg, "--web.listen-address", "")
+	addr := freePort(t)
+	p := e.start("-c", cfg, "--web.listen-address", addr)
 	start = time.Now()
 	eventually(t, time.Minute, "mm2go copied the new records", func() bool { return e.replicated(a, b) })
 	t.Logf("mm2go copied the %d new records %.1fs after its start", seq-sent, time.Since(start).Seconds())
-	// Three emit.checkpoints intervals, for mm2go to checkpoint the group.
-	time.Sleep(3 * time.Second)
+	// A checkpoint round that began after the copy: what mm2go checkpoints
+	// of the group, it has written by its end.
+	copied := float64(time.Now().UnixMilli()) / 1000
+	eventually(t, time.Minute, "a checkpoint round after the copy", func() bool {
+		return scrape(t, addr, `mm2go_checkpoint_last_emit_timestamp_seconds{flow="`+e.src+`->`+e.dst+`"}`) > copied+0.5
+	})
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second), "clean exit after SIGTERM")
 
 	e.requireCopiedOnce("Apache MM2, then mm2go", a, b)

@@ -55,20 +55,6 @@ func TestIntegrationMetrics(t *testing.T) {
 		return scrape(t, addr, `mm2go_replicator_records_total{flow="`+e.src+`->`+e.dst+`",topic="`+topic+`"}`) == 100 &&
 			scrape(t, addr, `mm2go_checkpoint_checkpoints_total{flow="`+e.src+`->`+e.dst+`"}`) >= 2
 	})
-	time.Sleep(6 * time.Second) // one lag listing interval (5 s)
-
-	body := getBody("http://" + addr + "/metrics")
-	present := make(map[string]bool)
-	for _, line := range strings.Split(body, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name := line[:strings.IndexAny(line, "{ ")]
-		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-			name = strings.TrimSuffix(name, suffix)
-		}
-		present[name] = true
-	}
 	used := make(map[string]bool)
 	for _, f := range []string{"../deploy/grafana/mm2go.json", "../deploy/prometheus/alerts.yml"} {
 		data, err := os.ReadFile(f)
@@ -81,10 +67,30 @@ func TestIntegrationMetrics(t *testing.T) {
 		}
 	}
 	var missing []string
-	for m := range used {
-		if !present[m] && !eventOnly[m] {
-			missing = append(missing, m)
+	absent := func() bool {
+		present := make(map[string]bool)
+		for _, line := range strings.Split(getBody("http://"+addr+"/metrics"), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			name := line[:strings.IndexAny(line, "{ ")]
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				name = strings.TrimSuffix(name, suffix)
+			}
+			present[name] = true
 		}
+		missing = missing[:0]
+		for m := range used {
+			if !present[m] && !eventOnly[m] {
+				missing = append(missing, m)
+			}
+		}
+		return len(missing) > 0
+	}
+	// The lag series appear at the first lag listing (every 5 s).
+	deadline := time.Now().Add(30 * time.Second)
+	for absent() && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
 	}
 	sort.Strings(missing)
 	require.Empty(t, missing, "metrics the dashboard or the alerts use, absent from /metrics on real Kafka")

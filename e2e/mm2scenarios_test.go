@@ -364,8 +364,17 @@ func TestIntegrationMM2ActiveActive(t *testing.T) {
 	})
 
 	t.Run("nothing copied back to its origin", func(t *testing.T) {
-		// Give the refreshes time to (wrongly) pick up the remote topics.
-		time.Sleep(2 * time.Second)
+		// Topics created now are found by later refreshes on both sides:
+		// once they are copied, refreshes ran that would have (wrongly)
+		// picked up the remote topics too.
+		t4, t5 := s.topic("4"), s.topic("5")
+		scCreate(t, s.srcAdm, t4, 1, nil)
+		scCreate(t, s.dstAdm, t5, 1, nil)
+		produceN(t, s.srcCl, []string{t4}, 1, 1, &seqA)
+		produceN(t, dstProducer, []string{t5}, 1, 1, &seqB)
+		eventually(t, time.Minute, "topics created later replicated", func() bool {
+			return records(t, s.dstAdm, s.src+"."+t4) == 1 && records(t, s.srcAdm, s.dst+"."+t5) == 1
+		})
 		require.Empty(t, scTopicsWithPrefix(t, s.dstAdm, s.src+"."+s.dst+"."), "topics of %s copied back to it", s.dst)
 		require.Empty(t, scTopicsWithPrefix(t, s.srcAdm, s.dst+"."+s.src+"."), "topics of %s copied back to it", s.src)
 		require.EqualValues(t, 30, records(t, s.dstAdm, onB))
@@ -653,7 +662,11 @@ func TestIntegrationMM2ACLSync(t *testing.T) {
 	_, err = adm.DeleteACLs(ctx, kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).
 		Allow("User:dummy").AllowHosts("*").Operations(kadm.OpDescribe))
 	require.NoError(t, err)
-	time.Sleep(2500 * time.Millisecond)
+	// An ACL added after the removal is copied by a later round, which
+	// would have removed the other from the target too.
+	scACL(t, adm, topic, kadm.ACLPatternLiteral, "User:later", kadm.OpRead, true)
+	want = append(want, remote+" User:later * READ ALLOW")
+	eventually(t, time.Minute, "the ACL added later copied", func() bool { return len(scACLsOf(t, adm, remote)) == len(want) })
 	require.Equal(t, want, scACLsOf(t, adm, remote))
 	require.Empty(t, scACLsOf(t, adm, x+".t"+id+"-"), "PREFIXED ACLs are not copied")
 	require.Equal(t, 0, p.stop(t, syscall.SIGTERM, 30*time.Second), "clean exit after SIGTERM")

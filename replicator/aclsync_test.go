@@ -3,8 +3,8 @@ package replicator
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -245,8 +245,10 @@ func TestACLSyncWithoutAuthorizer(t *testing.T) {
 			b := newBed(t)
 			b.createTopic(b.srcAdm, "orders", 1, nil)
 			createACL(t, b.srcAdm, "orders", kadm.ACLPatternLiteral, "User:dummy", kadm.OpRead, true)
+			var rounds atomic.Int32
 			b.src.ControlKey(int16(kmsg.DescribeACLs), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 				b.src.KeepControl()
+				rounds.Add(1)
 				resp := kr.(*kmsg.DescribeACLsRequest).ResponseKind().(*kmsg.DescribeACLsResponse)
 				resp.ErrorCode = c.err.Code
 				return resp, nil, true
@@ -257,7 +259,7 @@ func TestACLSyncWithoutAuthorizer(t *testing.T) {
 			stop := b.runLogged(b.flow("sync.topic.acls.interval.seconds = 1"), reg, log)
 			b.produce("orders", 1, 0, 3)
 			b.read("A.orders", 3)
-			time.Sleep(2500 * time.Millisecond) // three rounds
+			waitFor(t, "three ACL sync rounds", func() bool { return rounds.Load() >= 3 })
 			require.NoError(t, stop())
 			require.Zero(t, creates.Hits(), "the target was asked to create ACLs")
 			count := func(level zapcore.Level, msgOrDetail string) int {

@@ -40,6 +40,7 @@ func (r *Replicator) refreshLoop(ctx context.Context) error {
 			r.m.error(r.flow, reasonDiscovery)
 			r.log.Warn("discover topics; retried at the next interval", zap.Error(err))
 		}
+		r.discoveries.Add(1)
 	}
 }
 

@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -104,7 +103,7 @@ func TestRecreatedSourceTopic(t *testing.T) {
 	require.Equal(t, "A.orders", errs[0].ContextMap()["target_topic"])
 	require.Equal(t, newID.String(), errs[0].ContextMap()["topic_id"])
 	require.Equal(t, 1.0, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonSourceRecreated}))
-	time.Sleep(1500 * time.Millisecond) // more refreshes: still blocked, logged once
+	b.waitDiscoveries(2) // more refreshes: still blocked, logged once
 	require.EqualValues(t, 10, b.copied("A.orders"), "nothing of the new topic copied")
 	require.Len(t, logged(logs, zapcore.ErrorLevel, blockedMessage), 1)
 
@@ -166,7 +165,7 @@ func TestRecreatedSourceTopicWhileStopped(t *testing.T) {
 	waitFor(t, "the topic blocked", func() bool {
 		return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
 	})
-	time.Sleep(500 * time.Millisecond)
+	b.waitDiscoveries(1)
 	require.NoError(t, stop())
 	require.EqualValues(t, 5, b.copied("A.orders"), "nothing of the new topic copied")
 	errs := logged(logs, zapcore.ErrorLevel, blockedMessage)
@@ -206,7 +205,7 @@ func TestSourceBehindStoredProgress(t *testing.T) {
 				waitFor(t, "the topic blocked", func() bool {
 					return sumOf(t, reg, "mm2go_replicator_partitions_blocked", nil) == 1
 				})
-				time.Sleep(500 * time.Millisecond)
+				b.waitDiscoveries(1)
 				require.NoError(t, stop())
 				require.EqualValues(t, 1, b.copied("A.legacy"))
 				require.Len(t, logged(logs, zapcore.ErrorLevel, blockedMessage), 1)

@@ -154,6 +154,10 @@ type Replicator struct {
 	// deferred counts the partitions the last discovery left for later
 	// (refresh goroutine only); see refreshLoop.
 	deferred int
+	// discoveries counts the discovery rounds refreshLoop finished, failed
+	// ones included (what a test waits for before it asserts that a
+	// round changed nothing).
+	discoveries atomic.Int64
 
 	mapTopic  string      // mm2go's offset map on the target
 	syncTopic string      // MM2's offset syncs, "" when disabled

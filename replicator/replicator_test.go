@@ -36,6 +36,8 @@ type bed struct {
 	dstAdm   *kadm.Client
 	// pool is the fetch pool of the replicator last started.
 	pool *fetchPool
+	// last is the replicator last started.
+	last *Replicator
 	// srcOpts are added to the replicator's source client options.
 	srcOpts []kgo.Opt
 	// task and tasks are the task the next replicator started runs.
@@ -57,11 +59,6 @@ func newBedBrokers(t *testing.T, n int) *bed {
 	b.dstCl = newClient(t, b.dst)
 	b.srcAdm, b.dstAdm = kadm.NewClient(b.srcCl), kadm.NewClient(b.dstCl)
 	return b
-}
-
-func newCluster(t *testing.T) *kfake.Cluster {
-	t.Helper()
-	return newClusterBrokers(t, 1)
 }
 
 func newClusterBrokers(t *testing.T, n int) *kfake.Cluster {
@@ -160,6 +157,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		Task: b.task, Tasks: b.tasks,
 	})
 	require.NoError(b.t, err)
+	b.last = r
 	return r, func() {
 		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 			c.Close()
@@ -255,6 +253,14 @@ func (b *bed) copiedPer(topic string) map[int32]int64 {
 		return nil
 	}
 	return per
+}
+
+// waitDiscoveries waits until the replicator last started has finished n
+// more discovery rounds.
+func (b *bed) waitDiscoveries(n int64) {
+	b.t.Helper()
+	want := b.last.discoveries.Load() + n
+	waitFor(b.t, "discovery rounds", func() bool { return b.last.discoveries.Load() >= want })
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -446,8 +452,9 @@ func TestRecordTooLargeStallsAndRecovers(t *testing.T) {
 		return b.copied("A.big") >= 1 && sumOf(t, reg, "mm2go_replicator_errors_total", nil) >= 2
 	})
 	// Retried with backoff, never skipped: the large record stays the
-	// partition's next record.
-	time.Sleep(300 * time.Millisecond)
+	// partition's next record, however many times it is refused.
+	refused := sumOf(t, reg, "mm2go_replicator_errors_total", nil)
+	waitFor(t, "two more refusals", func() bool { return sumOf(t, reg, "mm2go_replicator_errors_total", nil) >= refused+2 })
 	per := b.copiedPer("A.big")
 	require.LessOrEqual(t, per[0], int64(1), "at most small-0 before the refused record")
 	require.EqualValues(t, 1, per[1])
@@ -579,8 +586,14 @@ func TestRestartReconcilesCopiedTail(t *testing.T) {
 	dst := newClient(t, b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, dst.ProduceSync(context.Background(), copied...).FirstErr())
 
-	stop = b.run(b.flow(), nil)
-	time.Sleep(500 * time.Millisecond)
+	reg := prometheus.NewRegistry()
+	stop = b.run(b.flow(), reg)
+	// Caught up (the lag counts from what the target acknowledged): what
+	// the run would copy again is on the target by now.
+	waitFor(t, "the run caught up", func() bool {
+		n, lag := seriesOf(t, reg, "mm2go_replicator_lag_records", map[string]string{"topic": "orders"})
+		return n == 1 && lag == 0
+	})
 	require.EqualValues(t, 30, b.copied("A.orders"), "nothing copied twice")
 	require.Equal(t, append(slices.Clone(first[0]), next[0]...), b.read("A.orders", 30)[0])
 
