@@ -24,8 +24,11 @@ test: ## everything: unit, kfake and real-Kafka end-to-end tests (starts and sto
 test-unit: ## only what needs no real Kafka (the real-Kafka tests skip)
 	go test -race -count=1 ./...
 
-vet:
-	gofmt -l . | (! grep .) && go vet ./...
+# golangci-lint v2 (.golangci.yml), built by the go command at this version on first use.
+GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
+vet: ## gofmt, go vet and golangci-lint, all clean
+	gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go') | (! grep .) && go vet ./... && $(GOLANGCI_LINT) run ./...
 
 tidy-check:
 	go mod tidy && git diff --exit-code go.mod go.sum

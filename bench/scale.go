@@ -24,15 +24,15 @@ import (
 // scaleName is the contender of n instances.
 func scaleName(n int) string { return "mm2go-x" + strconv.Itoa(n) }
 
-// scaleContenders returns the scale phase's contenders: 1 to max
+// scaleContenders returns the scale phase's contenders: 1 to most
 // instances of mm2go with default settings and tasks.max = tasks.
-func scaleContenders(max, tasks int, cpu float64) []*contender {
+func scaleContenders(most, tasks int, cpu float64) []*contender {
 	var out []*contender
-	for n := 1; n <= max; n++ {
+	for n := 1; n <= most; n++ {
 		out = append(out, &contender{
 			name: scaleName(n), kind: kindMM2go, instances: n, cpuQuota: cpu,
-			props: []string{"tasks.max = " + strconv.Itoa(tasks)},
-			about: fmt.Sprintf("%d mm2go instance(s) on one file, `tasks.max = %d`, each held to %.2f CPU (cgroup quota)", n, tasks, cpu),
+			props: []string{"tasks.most = " + strconv.Itoa(tasks)},
+			about: fmt.Sprintf("%d mm2go instance(s) on one file, `tasks.most = %d`, each held to %.2f CPU (cgroup quota)", n, tasks, cpu),
 		})
 	}
 	return out
@@ -57,14 +57,14 @@ func startSet(cmds []*exec.Cmd, dir string, quota float64, name string) (*procSe
 		}
 		p, err := startProcLog(cmd, filepath.Join(dir, log))
 		if err != nil {
-			s.stop(time.Second)
+			_, _, _ = s.stop(time.Second) // the start error is the one to report
 			return nil, err
 		}
 		s.ps = append(s.ps, p)
 		if quota > 0 {
 			cg, err := limitCPU(fmt.Sprintf("%s-%d", name, i+1), p.pid(), quota)
 			if err != nil {
-				s.stop(time.Second)
+				_, _, _ = s.stop(time.Second)
 				return nil, err
 			}
 			s.cgroups = append(s.cgroups, cg)
@@ -168,10 +168,10 @@ func (b *bench) commands(ctx context.Context, c *contender, l launch) ([]*exec.C
 // instances used (at most their quota), and the brokers' CPU over the run,
 // in cores: where the rate stops growing while the brokers' cores do not
 // grow either, the brokers (or the machine) are the limit.
-func scaleSection(rows []*summaryRow, max, tasks int, quota float64) string {
+func scaleSection(rows []*summaryRow, most, tasks int, quota float64) string {
 	var one float64
 	var lines []string
-	for n := 1; n <= max; n++ {
+	for n := 1; n <= most; n++ {
 		i := slices.IndexFunc(rows, func(r *summaryRow) bool { return r.name == scaleName(n) })
 		if i < 0 {
 			continue
@@ -187,7 +187,7 @@ func scaleSection(rows []*summaryRow, max, tasks int, quota float64) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nScale: mm2go instances on one file, `tasks.max = %d`, each in a cgroup of %.2f CPU; the brokers unlimited.\n\n", tasks, quota)
+	fmt.Fprintf(&b, "\nScale: mm2go instances on one file, `tasks.most = %d`, each in a cgroup of %.2f CPU; the brokers unlimited.\n\n", tasks, quota)
 	b.WriteString("| instances | wall s | MB/s | vs 1 instance | mm2go cores used | cores allowed | brokers' cores |\n|--:|--:|--:|--:|--:|--:|--:|\n")
 	b.WriteString(strings.Join(lines, "\n") + "\n")
 	return b.String()

@@ -16,30 +16,30 @@ import (
 type FailureReason string
 
 const (
-	// ReasonNoSourceOffsets: the group has no committed offset on a
+	// ReasonNoSourceOffsets means the group has no committed offset on a
 	// replicated topic of the source, so there is nothing to fail over.
 	ReasonNoSourceOffsets FailureReason = "no_source_offsets"
-	// ReasonSourceEndUnknown: the source's end offset of the partition could
+	// ReasonSourceEndUnknown means the source's end offset of the partition could
 	// not be listed.
 	ReasonSourceEndUnknown FailureReason = "source_end_unknown"
-	// ReasonNoProgress: the replicator has stored no position for the
+	// ReasonNoProgress means the replicator has stored no position for the
 	// partition yet.
 	ReasonNoProgress FailureReason = "no_replication_progress"
-	// ReasonReplicationBehind: records of the partition remain to be copied.
+	// ReasonReplicationBehind means records of the partition remain to be copied.
 	ReasonReplicationBehind FailureReason = "replication_behind"
-	// ReasonNotTranslated: the offset map knows nothing of the partition.
+	// ReasonNotTranslated means the offset map knows nothing of the partition.
 	ReasonNotTranslated FailureReason = "not_translated"
-	// ReasonInexact: the translation is approximate (thinned history) or
+	// ReasonInexact means the translation is approximate (thinned history) or
 	// beyond what has been replicated.
 	ReasonInexact FailureReason = "inexact_translation"
-	// ReasonTargetMissing: the target group has no offset for the partition.
+	// ReasonTargetMissing means the target group has no offset for the partition.
 	ReasonTargetMissing FailureReason = "target_offset_missing"
-	// ReasonTargetDiffers: the target group has another offset than the
+	// ReasonTargetDiffers means the target group has another offset than the
 	// translation.
 	ReasonTargetDiffers FailureReason = "target_offset_differs"
-	// ReasonGroupActive: the target group has members.
+	// ReasonGroupActive means the target group has members.
 	ReasonGroupActive FailureReason = "group_active"
-	// ReasonSourceActive: the group has members on the source: its
+	// ReasonSourceActive means the group has members on the source: its
 	// consumers still run there, and the offset they will commit last is
 	// not known yet.
 	ReasonSourceActive FailureReason = "source_group_active"

@@ -19,34 +19,34 @@ import (
 type Mode int
 
 const (
-	// ModeExact: the record before the committed offset was replicated, or
+	// ModeExact means the record before the committed offset was replicated, or
 	// the committed offset is where a run of replicated records starts.
 	ModeExact Mode = iota
-	// ModeGap: the committed offset falls in an upstream gap (compacted
+	// ModeGap means the committed offset falls in an upstream gap (compacted
 	// away, transaction markers, aborted records); the translation is the
 	// position right after the last replicated record before it, which is
 	// where the next replicated record is (or will be) written.
 	ModeGap
-	// ModeBeyond: the committed offset is beyond what has been replicated;
+	// ModeBeyond means the committed offset is beyond what has been replicated;
 	// the translation is the end of what has been replicated, never past
 	// it. It moves forward as replication catches up.
 	ModeBeyond
-	// ModeBefore: the committed offset precedes everything replicated for
+	// ModeBefore means the committed offset precedes everything replicated for
 	// the partition (replication started later, or the group is behind the
 	// source's log start); the translation is where replication began.
 	ModeBefore
-	// ModeOverlap: records of other producers lie on the target between
+	// ModeOverlap means records of other producers lie on the target between
 	// replicated records, below the translation and above where the group
 	// already is; the offset is moved back to the first of them so that
 	// none is skipped, and the replicated records after it are delivered
 	// again. No single offset avoids both. Used by group-offset sync, apply
 	// and check, never by Translate.
 	ModeOverlap
-	// ModeApproximate: the history needed was thinned out of memory; the
+	// ModeApproximate means the history needed was thinned out of memory; the
 	// translation follows MM2's rule (right after the nearest earlier known
 	// point), which never skips a record but may deliver some again.
 	ModeApproximate
-	// ModeCheckpoint: the offset is the group's last checkpoint read from
+	// ModeCheckpoint means the offset is the group's last checkpoint read from
 	// the checkpoints topic (LastCheckpoints), for when the source cluster
 	// cannot be reached: the source commit it translates may be older than
 	// the group's final one, so records may be delivered again (at most
@@ -384,12 +384,12 @@ func (x *Index) ForeignRun(tp TopicPartition, from, below int64) (int64, bool) {
 	return 0, false
 }
 
-// gaps yields, in order, the gaps between p's segments (downstream offsets
+// gaps yields, in order, the gaps between x's segments (downstream offsets
 // [from, to) that hold no replicated record) that reach into [from, below).
-func (p *partitionIndex) gaps(from, below int64) iter.Seq[[2]int64] {
+func (x *partitionIndex) gaps(from, below int64) iter.Seq[[2]int64] {
 	return func(yield func([2]int64) bool) {
-		for i := 0; i+1 < len(p.segs); i++ {
-			g := [2]int64{p.segs[i].lastDown() + 1, p.segs[i+1].down}
+		for i := 0; i+1 < len(x.segs); i++ {
+			g := [2]int64{x.segs[i].lastDown() + 1, x.segs[i+1].down}
 			if g[1] <= g[0] || g[1] <= from {
 				continue
 			}

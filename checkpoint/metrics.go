@@ -31,19 +31,19 @@ const (
 type SkipReason string
 
 const (
-	// SkipActive: the group has members on the target.
+	// SkipActive means the group has members on the target.
 	SkipActive SkipReason = "active"
-	// SkipBecameActive: the broker refused the commit because a member
+	// SkipBecameActive means the broker refused the commit because a member
 	// joined after the group was described.
 	SkipBecameActive SkipReason = "became_active"
-	// SkipWouldRewind: the target group has a larger offset; committing
+	// SkipWouldRewind means the target group has a larger offset; committing
 	// would make it read records again.
 	SkipWouldRewind SkipReason = "would_rewind"
-	// SkipUpToDate: the target group already has this offset.
+	// SkipUpToDate means the target group already has this offset.
 	SkipUpToDate SkipReason = "up_to_date"
-	// SkipNotTranslated: the offset map knows nothing about the partition.
+	// SkipNotTranslated means the offset map knows nothing about the partition.
 	SkipNotTranslated SkipReason = "not_translated"
-	// SkipNotReplicated: the exact sync waits until replication has passed
+	// SkipNotReplicated means the exact sync waits until replication has passed
 	// the source group's committed offset (its translation is in mode
 	// beyond).
 	SkipNotReplicated SkipReason = "not_replicated"

@@ -111,7 +111,7 @@ func TestPlanSwitch(t *testing.T) {
 			p := planSwitch(switchIndex(), allTopics(t), "A", tt.src, tt.tgt, tt.starts != nil, tt.starts, marker)
 			var got []want
 			for _, w := range p.wants {
-				got = append(got, want{w.topic, w.partition, w.offset, w.metadata, w.localInit})
+				got = append(got, want(w))
 			}
 			require.Equal(t, tt.wants, got)
 			var pending []int32

@@ -155,10 +155,9 @@ func (p *parser) classifyFlowKey(k string) {
 		if j := strings.Index(rest, "."); j >= 0 {
 			rest = rest[:j]
 		}
-		switch {
-		case head == rest:
+		if head == rest {
 			p.probs.errorf(k, "source and target are the same cluster (got %q, want two different aliases from clusters)", head+"->"+rest)
-		default:
+		} else {
 			p.probs.errorf(k, "names no replication flow between configured clusters (got %q, want <source>-><target>.<key> with both aliases from clusters = %s)",
 				head+"->"+rest, strings.Join(p.aliases, ", "))
 		}
@@ -233,7 +232,7 @@ func hasSideClientPrefix(k string) bool {
 
 // connectorKeyNote reports connector keys that mm2go accepts but ignores, or
 // rejects. flow is "" for top-level keys.
-func (p *parser) connectorKeyNote(k, v, flow string) {
+func (p *parser) connectorKeyNote(k, _, flow string) {
 	sub := k
 	if flow != "" {
 		sub = strings.TrimPrefix(k, flow+".")

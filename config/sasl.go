@@ -215,7 +215,7 @@ func (t *jaasTokenizer) next() jaasToken {
 			t.i++
 		case c == '/' && t.peek(1) == '*':
 			t.i += 2
-			for t.i < len(t.rs) && !(t.rs[t.i] == '*' && t.peek(1) == '/') {
+			for t.i < len(t.rs) && (t.rs[t.i] != '*' || t.peek(1) != '/') {
 				t.i++
 			}
 			t.i = min(t.i+2, len(t.rs))

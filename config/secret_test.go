@@ -16,8 +16,8 @@ import (
 // TestSecretNeverPrints checks every way a Secret can be printed: directly,
 // inside a struct, through encoding/json, log/slog and zap.
 func TestSecretNeverPrints(t *testing.T) {
-	const real = "hunter2-do-not-print"
-	s := Secret(real)
+	const plain = "hunter2-do-not-print"
+	s := Secret(plain)
 	holder := struct {
 		User string
 		Pass Secret
@@ -28,8 +28,8 @@ func TestSecretNeverPrints(t *testing.T) {
 		t.Run(verb, func(t *testing.T) {
 			for _, v := range []any{s, holder, &holder, []Secret{s}, map[string]Secret{"k": s}} {
 				out := fmt.Sprintf(verb, v)
-				require.NotContains(t, out, real)
-				require.NotContains(t, out, fmt.Sprintf("%x", real))
+				require.NotContains(t, out, plain)
+				require.NotContains(t, out, fmt.Sprintf("%x", plain))
 				require.Contains(t, out, "<secret>")
 			}
 		})
@@ -37,7 +37,7 @@ func TestSecretNeverPrints(t *testing.T) {
 	t.Run("String and GoString", func(t *testing.T) {
 		require.Equal(t, "<secret>", s.String())
 		require.Equal(t, "<secret>", s.GoString())
-		require.Equal(t, real, s.Reveal())
+		require.Equal(t, plain, s.Reveal())
 	})
 	t.Run("json", func(t *testing.T) {
 		out, err := json.Marshal(holder)
@@ -50,14 +50,14 @@ func TestSecretNeverPrints(t *testing.T) {
 	t.Run("slog", func(t *testing.T) {
 		var buf bytes.Buffer
 		slog.New(slog.NewJSONHandler(&buf, nil)).Info("msg", "password", s, "holder", holder)
-		require.NotContains(t, buf.String(), real)
+		require.NotContains(t, buf.String(), plain)
 		require.Contains(t, buf.String(), `"password":"<secret>"`)
 	})
 	t.Run("zap", func(t *testing.T) {
 		var buf bytes.Buffer
 		core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zap.DebugLevel)
 		zap.New(core).Info("msg", zap.Any("password", s), zap.Stringer("s", s), zap.Any("holder", holder), zap.Reflect("r", holder))
-		require.NotContains(t, buf.String(), real)
+		require.NotContains(t, buf.String(), plain)
 		require.Contains(t, buf.String(), `"password":"<secret>"`)
 		require.Contains(t, buf.String(), `"s":"<secret>"`)
 		require.Contains(t, buf.String(), `"Pass":"<secret>"`)

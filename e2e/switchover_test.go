@@ -321,7 +321,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		if len(r.Notes) > 0 {
 			t.Logf("trial %s: %v", r.Name, r.Notes)
 		}
-		require.Greaterf(t, r.ProducedOnSource, 0, "trial %s produced nothing on the source", r.Name)
+		require.Positivef(t, r.ProducedOnSource, "trial %s produced nothing on the source", r.Name)
 		require.Greaterf(t, r.Produced, r.ProducedOnSource, "trial %s produced nothing on the target", r.Name)
 		require.Zerof(t, r.Missing, "trial %s: %d of %d records missing, e.g. %v", r.Name, r.Missing, r.Produced, r.MissingSample)
 		require.Zerof(t, r.Duplicated, "trial %s: %d records received twice, e.g. %v", r.Name, r.Duplicated, r.DuplicatedSample)

@@ -221,7 +221,7 @@ func TestEmitterRecoversFromProduceErrors(t *testing.T) {
 		require.Equal(t, 3.0, testutil.ToFloat64(e.m.records.WithLabelValues("A->B")))
 		recs := f.readTopic(t, "heartbeats")
 		require.Len(t, recs, 3, "heartbeats 3, 4 and 5 were written")
-		require.EqualValues(t, 2, fault.Hits())
+		require.Equal(t, 2, fault.Hits())
 		require.NoError(t, testutil.GatherAndCompare(f.reg, strings.NewReader(`
 # HELP mm2go_heartbeat_errors_total Heartbeat writes that failed, by flow and reason; every one is also logged and retried at the next interval.
 # TYPE mm2go_heartbeat_errors_total counter

@@ -77,7 +77,7 @@ func TestPoolLearnsTheExpansionRatio(t *testing.T) {
 	fp.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{CompressedBytes: 1000, UncompressedBytes: 1000})
 	require.Equal(t, guess, fp.decompressedGuess(100_000))
 	b := fp.GetDecompressBytes(make([]byte, 100_000), kgo.CodecLz4)
-	require.Zero(t, len(b))
+	require.Empty(t, b)
 	require.GreaterOrEqual(t, cap(b), guess)
 }
 

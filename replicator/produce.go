@@ -311,7 +311,7 @@ func (fw *forwarder) sendRound(ctx context.Context, by map[int32][]*partition, w
 				// until a refused batch is a single record.
 				halves, derr := fw.split(b)
 				if derr != nil {
-					r.fail(p, b.up(0), fmt.Errorf("%w; splitting it: %v", err, derr))
+					r.fail(p, b.up(0), fmt.Errorf("%w; splitting it: %w", err, derr))
 					continue
 				}
 				r.log.Info("batch too large for the target; sent again in two halves",

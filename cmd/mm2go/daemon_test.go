@@ -204,7 +204,12 @@ func TestDaemonReload(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { d.Stop(); <-done })
+	t.Cleanup(func() {
+		d.Stop()
+		if err := <-done; err != nil {
+			t.Logf("daemon: %v", err)
+		}
+	})
 
 	dcl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.MetadataMinAge(50*time.Millisecond))
 	require.NoError(t, err)
@@ -292,7 +297,12 @@ func TestDaemonReloadForgetsRemovedFlows(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() { d.Stop(); <-done })
+	t.Cleanup(func() {
+		d.Stop()
+		if err := <-done; err != nil {
+			t.Logf("daemon: %v", err)
+		}
+	})
 
 	flows := func(name string) map[string]bool {
 		out := make(map[string]bool)
@@ -371,8 +381,8 @@ func TestDaemonReloadDrainsFlowsTogether(t *testing.T) {
 	}()
 	select {
 	case <-answered:
-	case <-applied:
-		t.Fatal("the reload finished before /readyz was asked: no drain to overlap")
+	case err := <-applied:
+		t.Fatalf("the reload finished (%v) before /readyz was asked: no drain to overlap", err)
 	case <-time.After(drain / 2):
 		t.Fatal("/readyz blocked while flows drained")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -165,8 +166,7 @@ loop:
 	wg.Wait()
 	if prodErr != nil && ctx.Err() == nil {
 		stopDaemon()
-		<-daemonDone
-		return fmt.Errorf("demo producer: %w", prodErr)
+		return errors.Join(fmt.Errorf("demo producer: %w", prodErr), <-daemonDone)
 	}
 
 	// Let the daemon copy what the producer wrote last, then stop it and

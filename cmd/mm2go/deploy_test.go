@@ -521,7 +521,7 @@ func exprUses(t *testing.T, where, expr string) []metricUse {
 		}
 		u := metricUse{where: where, metric: vs.Name}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				if u.metric == "" && m.Type == labels.MatchEqual {
 					u.metric = m.Value
 				}
@@ -825,11 +825,11 @@ func TestDeployKubernetes(t *testing.T) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	for {
 		var d map[string]any
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		kind, _ := d["kind"].(string)
 		require.NotEmpty(t, kind)
 		docs[kind] = d

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -140,7 +139,7 @@ func TestPreflight(t *testing.T) {
 			}
 			require.Error(t, err)
 			var ce *clusterError
-			require.True(t, errors.As(err, &ce), "%v", err)
+			require.ErrorAs(t, err, &ce)
 			require.Equal(t, "B", ce.Cluster, "only the target fails")
 			require.True(t, strings.HasPrefix(ce.Problem, tc.problem), "problem %q, want prefix %q", ce.Problem, tc.problem)
 			require.True(t, strings.HasPrefix(err.Error(), "cluster B ("+tc.target+"): "+tc.problem), "%v", err)
@@ -170,7 +169,7 @@ func TestPreflightNamesClients(t *testing.T) {
 	)
 	err := preflight(context.Background(), f)
 	var ce *clusterError
-	require.True(t, errors.As(err, &ce), "%v", err)
+	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "B", ce.Cluster)
 	require.Equal(t, []string{config.RoleTargetAdmin.ClientRole()}, ce.Clients)
 	require.Contains(t, err.Error(), "[only the replication-target-admin client settings]")
@@ -184,7 +183,7 @@ func TestCheckClientNoAnswer(t *testing.T) {
 		"B.bootstrap.servers = "+closedAddr(t), "A->B.enabled = true")
 	err := checkClient(context.Background(), f.Client(config.RoleSourceAdmin), time.Second)
 	var ce *clusterError
-	require.True(t, errors.As(err, &ce), "%v", err)
+	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "A", ce.Cluster)
 	require.True(t, strings.HasPrefix(ce.Problem, "connected, but no Kafka answer"), ce.Problem)
 	require.ErrorIs(t, err, context.DeadlineExceeded)

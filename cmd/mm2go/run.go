@@ -184,7 +184,7 @@ func parseFailed(err error) int {
 	return exitUsage
 }
 
-func runDaemon(args []string, stdout, stderr io.Writer) int {
+func runDaemon(args []string, _, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mm2go run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (

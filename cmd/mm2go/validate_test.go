@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,13 +110,13 @@ func TestValidate(t *testing.T) {
 			code := run(append([]string{"validate"}, tc.args...), &stdout, &stderr)
 			require.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 			for _, re := range tc.stdout {
-				require.Regexp(t, regexp.MustCompile(re), stdout.String())
+				require.Regexp(t, re, stdout.String())
 			}
 			for _, re := range tc.stderr {
-				require.Regexp(t, regexp.MustCompile(re), stderr.String())
+				require.Regexp(t, re, stderr.String())
 			}
 			for _, re := range tc.notStdout {
-				require.NotRegexp(t, regexp.MustCompile(re), stdout.String())
+				require.NotRegexp(t, re, stdout.String())
 			}
 			if tc.notPresent != "" {
 				require.NotContains(t, stdout.String()+stderr.String(), tc.notPresent)

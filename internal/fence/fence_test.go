@@ -77,7 +77,7 @@ func TestAcquireFencesTheOlderEpoch(t *testing.T) {
 		require.GreaterOrEqual(t, p.ID, int64(0))
 
 		err = old.ProduceSync(ctx, &kgo.Record{Value: []byte("after"), Partition: 1}).FirstErr()
-		require.Truef(t, err != nil, "the fenced producer wrote")
+		require.Errorf(t, err, "the fenced producer wrote")
 		require.Error(t, old.EndTransaction(ctx, kgo.TryCommit), "the fenced producer committed")
 
 		// Every partition holds the abort marker, and what the fenced

@@ -2,7 +2,6 @@ package offsetmap
 
 import (
 	"encoding/hex"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,7 +72,7 @@ func TestOffsetMapMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Decode(tt.key, tt.value)
 			require.Error(t, err)
-			require.True(t, errors.Is(err, kbin.ErrMalformed), err.Error())
+			require.ErrorIs(t, err, kbin.ErrMalformed)
 		})
 	}
 }

@@ -76,7 +76,7 @@ func TestStateFold(t *testing.T) {
 		},
 		{
 			name: "a tombstone of an unknown partition creates none",
-			recs: func(t *testing.T) []*kgo.Record { return []*kgo.Record{posDel} },
+			recs: func(*testing.T) []*kgo.Record { return []*kgo.Record{posDel} },
 			gone: true,
 		},
 	} {
