@@ -158,39 +158,41 @@ func describeTargetGroups(ctx context.Context, adm *kadm.Client, groups []string
 	}
 	if len(classic) > 0 {
 		ds, err := adm.DescribeGroups(ctx, classic...)
-		for _, g := range classic {
-			d, ok := ds[g]
-			switch {
-			case !ok && err != nil:
-				out[g] = targetGroup{err: fmt.Errorf("describe group %s: %w", g, err)}
-			case !ok:
-				out[g] = targetGroup{err: fmt.Errorf("describe group %s: missing from the response", g)}
-			case errors.Is(d.Err, kerr.GroupIDNotFound):
-				out[g] = targetGroup{}
-			case d.Err != nil:
-				out[g] = targetGroup{err: fmt.Errorf("describe group %s: %w", g, d.Err)}
-			default:
-				out[g] = targetGroup{exists: true, state: d.State, members: len(d.Members)}
-			}
-		}
+		putDescribed(out, "group", classic, ds, err, func(d kadm.DescribedGroup) (string, int, error) {
+			return d.State, len(d.Members), d.Err
+		})
 	}
 	if len(consumer) > 0 {
 		ds, err := adm.DescribeConsumerGroups(ctx, consumer...)
-		for _, g := range consumer {
-			d, ok := ds[g]
-			switch {
-			case !ok && err != nil:
-				out[g] = targetGroup{err: fmt.Errorf("describe consumer group %s: %w", g, err)}
-			case !ok:
-				out[g] = targetGroup{err: fmt.Errorf("describe consumer group %s: missing from the response", g)}
-			case errors.Is(d.Err, kerr.GroupIDNotFound):
-				out[g] = targetGroup{}
-			case d.Err != nil:
-				out[g] = targetGroup{err: fmt.Errorf("describe consumer group %s: %w", g, d.Err)}
-			default:
-				out[g] = targetGroup{exists: true, state: d.State, members: len(d.Members)}
-			}
-		}
+		putDescribed(out, "consumer group", consumer, ds, err, func(d kadm.DescribedConsumerGroup) (string, int, error) {
+			return d.State, len(d.Members), d.Err
+		})
 	}
 	return out, nil
+}
+
+// putDescribed records in out what a describe request (of classic or of
+// consumer groups, what) said of each of groups: err is the request's
+// error, view reads a group's state, member count and error.
+func putDescribed[D any](out map[string]targetGroup, what string, groups []string, ds map[string]D, err error, view func(D) (string, int, error)) {
+	for _, g := range groups {
+		d, ok := ds[g]
+		if !ok {
+			why := err
+			if why == nil {
+				why = errors.New("missing from the response")
+			}
+			out[g] = targetGroup{err: fmt.Errorf("describe %s %s: %w", what, g, why)}
+			continue
+		}
+		state, members, derr := view(d)
+		switch {
+		case errors.Is(derr, kerr.GroupIDNotFound):
+			out[g] = targetGroup{}
+		case derr != nil:
+			out[g] = targetGroup{err: fmt.Errorf("describe %s %s: %w", what, g, derr)}
+		default:
+			out[g] = targetGroup{exists: true, state: state, members: members}
+		}
+	}
 }
