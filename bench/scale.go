@@ -31,8 +31,8 @@ func scaleContenders(most, tasks int, cpu float64) []*contender {
 	for n := 1; n <= most; n++ {
 		out = append(out, &contender{
 			name: scaleName(n), kind: kindMM2go, instances: n, cpuQuota: cpu,
-			props: []string{"tasks.most = " + strconv.Itoa(tasks)},
-			about: fmt.Sprintf("%d mm2go instance(s) on one file, `tasks.most = %d`, each held to %.2f CPU (cgroup quota)", n, tasks, cpu),
+			props: []string{"tasks.max = " + strconv.Itoa(tasks)},
+			about: fmt.Sprintf("%d mm2go instance(s) on one file, `tasks.max = %d`, each held to %.2f CPU (cgroup quota)", n, tasks, cpu),
 		})
 	}
 	return out
@@ -187,7 +187,7 @@ func scaleSection(rows []*summaryRow, most, tasks int, quota float64) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nScale: mm2go instances on one file, `tasks.most = %d`, each in a cgroup of %.2f CPU; the brokers unlimited.\n\n", tasks, quota)
+	fmt.Fprintf(&b, "\nScale: mm2go instances on one file, `tasks.max = %d`, each in a cgroup of %.2f CPU; the brokers unlimited.\n\n", tasks, quota)
 	b.WriteString("| instances | wall s | MB/s | vs 1 instance | mm2go cores used | cores allowed | brokers' cores |\n|--:|--:|--:|--:|--:|--:|--:|\n")
 	b.WriteString(strings.Join(lines, "\n") + "\n")
 	return b.String()
