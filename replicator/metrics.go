@@ -64,69 +64,55 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 14)
 // newMetrics registers the metrics with reg; with a nil reg they are
 // registered nowhere and count for nobody.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	counter := func(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
-		return metric.Shared(reg, prometheus.NewCounterVec(o, labels))
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return metric.Shared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
-	gauge := func(o prometheus.GaugeOpts, labels ...string) *prometheus.GaugeVec {
-		return metric.Shared(reg, prometheus.NewGaugeVec(o, labels))
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return metric.Shared(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 	}
 	return &metrics{
-		records: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_records_total",
-			Help: "Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
-		}, "flow", "topic"),
-		batches: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_batches_total",
-			Help: "Batches the target acknowledged in the batches copy mode (mm2go.copy.mode=batches), by flow and path: forwarded as fetched, or reencoded by mm2go.",
-		}, "flow", "path"),
-		bytes: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_bytes_total",
-			Help: "Key, value and header bytes of records the target acknowledged, by flow and source topic (MM2's byte-count counts values only); batches forwarded as fetched count their size as sent (compressed).",
-		}, "flow", "topic"),
-		lag: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_lag_records",
-			Help: "Source offsets not yet acknowledged by the target, summed over the topic's partitions this task copies.",
-		}, "flow", "topic", "task"),
-		errors: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_errors_total",
-			Help: "Errors by reason; every one is also logged.",
-		}, "flow", "reason"),
-		lost: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_source_records_lost_total",
-			Help: "Source offsets removed by retention before they were copied.",
-		}, "flow", "topic"),
-		partitions: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_partitions",
-			Help: "Source partitions the flow's task copies (on the instance running the task).",
-		}, "flow", "task"),
-		stalled: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_partitions_stalled",
-			Help: "Source partitions whose copying is paused after a write failure and retried with backoff.",
-		}, "flow", "task"),
-		topicsCreated: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_topics_created_total",
-			Help: "Remote topics created on the target.",
-		}, "flow"),
-		flushes: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_progress_flushes_total",
-			Help: "Writes of source progress to the Connect offsets topic on the target.",
-		}, "flow"),
-		syncs: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_offset_syncs_total",
-			Help: "Records written to MM2's offset-syncs topic.",
-		}, "flow"),
-		lagSeconds: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_lag_seconds",
-			Help: "Age of the oldest source record not yet copied, the largest over the topic's partitions this task copies (0 when caught up).",
-		}, "flow", "topic", "task"),
-		partitionLag: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_partition_lag_records",
-			Help: "Source offsets not yet acknowledged by the target, per partition (dropped with --metrics.partitions=false).",
-		}, "flow", "topic", "partition"),
-		topics: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_topics",
-			Help: "Source topics the flow's task copies partitions of.",
-		}, "flow", "task"),
+		records: counter("mm2go_replicator_records_total",
+			"Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
+			"flow", "topic"),
+		batches: counter("mm2go_replicator_batches_total",
+			"Batches the target acknowledged in the batches copy mode (mm2go.copy.mode=batches), by flow and path: forwarded as fetched, or reencoded by mm2go.",
+			"flow", "path"),
+		bytes: counter("mm2go_replicator_bytes_total",
+			"Key, value and header bytes of records the target acknowledged, by flow and source topic (MM2's byte-count counts values only); batches forwarded as fetched count their size as sent (compressed).",
+			"flow", "topic"),
+		lag: gauge("mm2go_replicator_lag_records",
+			"Source offsets not yet acknowledged by the target, summed over the topic's partitions this task copies.",
+			"flow", "topic", "task"),
+		errors: counter("mm2go_replicator_errors_total",
+			"Errors by reason; every one is also logged.",
+			"flow", "reason"),
+		lost: counter("mm2go_replicator_source_records_lost_total",
+			"Source offsets removed by retention before they were copied.",
+			"flow", "topic"),
+		partitions: gauge("mm2go_replicator_partitions",
+			"Source partitions the flow's task copies (on the instance running the task).",
+			"flow", "task"),
+		stalled: gauge("mm2go_replicator_partitions_stalled",
+			"Source partitions whose copying is paused after a write failure and retried with backoff.",
+			"flow", "task"),
+		topicsCreated: counter("mm2go_replicator_topics_created_total",
+			"Remote topics created on the target.",
+			"flow"),
+		flushes: counter("mm2go_replicator_progress_flushes_total",
+			"Writes of source progress to the Connect offsets topic on the target.",
+			"flow"),
+		syncs: counter("mm2go_replicator_offset_syncs_total",
+			"Records written to MM2's offset-syncs topic.",
+			"flow"),
+		lagSeconds: gauge("mm2go_replicator_lag_seconds",
+			"Age of the oldest source record not yet copied, the largest over the topic's partitions this task copies (0 when caught up).",
+			"flow", "topic", "task"),
+		partitionLag: gauge("mm2go_replicator_partition_lag_records",
+			"Source offsets not yet acknowledged by the target, per partition (dropped with --metrics.partitions=false).",
+			"flow", "topic", "partition"),
+		topics: gauge("mm2go_replicator_topics",
+			"Source topics the flow's task copies partitions of.",
+			"flow", "task"),
 		age: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mm2go_replicator_record_age_seconds",
 			Help:    "Age of records when fetched from the source: now minus the record timestamp (MM2's record-age-ms).",
@@ -137,30 +123,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "End-to-end latency: from the record timestamp on the source to the target's acknowledgement (MM2's replication-latency-ms).",
 			Buckets: latencyBuckets,
 		}, []string{"flow"})),
-		configsSynced: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_topic_configs_synced_total",
-			Help: "Remote topics whose configs a topic-config sync round set from their source topic (every round counts every topic it altered).",
-		}, "flow"),
-		aclsSynced: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_acls_synced_total",
-			Help: "Topic ACL bindings an ACL sync round created on the target (every round creates every eligible binding again; Kafka ignores one that exists).",
-		}, "flow"),
-		cfgOverrides: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_topic_config_overrides_removed_total",
-			Help: "Values set on remote topics by someone else than mm2go that topic-config sync replaced with the source topic's (each topic and key is logged once per flow run; mm2go.sync.topic.configs.keep keeps them).",
-		}, "flow"),
-		aclsSkipped: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_acls_skipped_total",
-			Help: "Source topic ACLs of replicated topics an ACL sync round did not copy (mm2go.sync.topic.acls.mode; each is logged once per flow run).",
-		}, "flow"),
-		blocked: gauge(prometheus.GaugeOpts{
-			Name: "mm2go_replicator_partitions_blocked",
-			Help: "Source partitions not copied until an operator acts: their source topic was recreated or truncated after mm2go copied from it (reason source_recreated).",
-		}, "flow", "task"),
-		segments: counter(prometheus.CounterOpts{
-			Name: "mm2go_replicator_offset_map_segments_total",
-			Help: "Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
-		}, "flow"),
+		configsSynced: counter("mm2go_replicator_topic_configs_synced_total",
+			"Remote topics whose configs a topic-config sync round set from their source topic (every round counts every topic it altered).",
+			"flow"),
+		aclsSynced: counter("mm2go_replicator_acls_synced_total",
+			"Topic ACL bindings an ACL sync round created on the target (every round creates every eligible binding again; Kafka ignores one that exists).",
+			"flow"),
+		cfgOverrides: counter("mm2go_replicator_topic_config_overrides_removed_total",
+			"Values set on remote topics by someone else than mm2go that topic-config sync replaced with the source topic's (each topic and key is logged once per flow run; mm2go.sync.topic.configs.keep keeps them).",
+			"flow"),
+		aclsSkipped: counter("mm2go_replicator_acls_skipped_total",
+			"Source topic ACLs of replicated topics an ACL sync round did not copy (mm2go.sync.topic.acls.mode; each is logged once per flow run).",
+			"flow"),
+		blocked: gauge("mm2go_replicator_partitions_blocked",
+			"Source partitions not copied until an operator acts: their source topic was recreated or truncated after mm2go copied from it (reason source_recreated).",
+			"flow", "task"),
+		segments: counter("mm2go_replicator_offset_map_segments_total",
+			"Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
+			"flow"),
 	}
 }
 

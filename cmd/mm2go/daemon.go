@@ -397,43 +397,40 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 		Help:        "Build information; always 1.",
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit},
 	}, func() float64 { return 1 })
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return f.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
 	m := &daemonMetrics{
-		up: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mm2go_flow_up",
-			Help: "1 once the flow's clusters answered its connectivity check and while it runs or stands by; 0 during the check and while it waits to restart.",
-		}, []string{"flow"}),
-		restarts: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_restarts_total",
-			Help: "Restarts of a flow after a failure.",
-		}, []string{"flow"}),
-		workers: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_worker_restarts_total",
-			Help: "Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
-		}, []string{"flow", "reason"}),
-		tasks: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mm2go_flow_tasks",
-			Help: "Tasks of the flow this instance runs (0: it stands by or waits for the flow's group). Summed over instances it is mm2go_flow_tasks_configured when every task runs.",
-		}, []string{"flow"}),
-		taskDefs: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mm2go_flow_tasks_configured",
-			Help: "Tasks the flow is split into (partitions of its task topic, created from tasks.max), while this instance is in the flow's group.",
-		}, []string{"flow"}),
-		lost: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_tasks_lost_total",
-			Help: "Times a task this instance ran was taken from it (revoked in a rebalance, session timed out, or fenced by the next holder).",
-		}, []string{"flow"}),
-		gen: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mm2go_flow_group_generation",
-			Help: "Generation of the flow's group at this instance's last assignment.",
-		}, []string{"flow"}),
-		rebal: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_rebalances_total",
-			Help: "Assignments of the flow's group this instance received (one per rebalance it took part in).",
-		}, []string{"flow"}),
-		rebalSec: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "mm2go_flow_rebalance_seconds_total",
-			Help: "Time this instance spent in rebalances stopping the tasks it gave up (the group waits for it).",
-		}, []string{"flow"}),
+		up: gauge("mm2go_flow_up",
+			"1 once the flow's clusters answered its connectivity check and while it runs or stands by; 0 during the check and while it waits to restart.",
+			"flow"),
+		restarts: counter("mm2go_flow_restarts_total",
+			"Restarts of a flow after a failure.",
+			"flow"),
+		workers: counter("mm2go_flow_worker_restarts_total",
+			"Restarts of a flow's heartbeat or checkpoint worker after a failure; replication goes on meanwhile.",
+			"flow", "reason"),
+		tasks: gauge("mm2go_flow_tasks",
+			"Tasks of the flow this instance runs (0: it stands by or waits for the flow's group). Summed over instances it is mm2go_flow_tasks_configured when every task runs.",
+			"flow"),
+		taskDefs: gauge("mm2go_flow_tasks_configured",
+			"Tasks the flow is split into (partitions of its task topic, created from tasks.max), while this instance is in the flow's group.",
+			"flow"),
+		lost: counter("mm2go_flow_tasks_lost_total",
+			"Times a task this instance ran was taken from it (revoked in a rebalance, session timed out, or fenced by the next holder).",
+			"flow"),
+		gen: gauge("mm2go_flow_group_generation",
+			"Generation of the flow's group at this instance's last assignment.",
+			"flow"),
+		rebal: counter("mm2go_flow_rebalances_total",
+			"Assignments of the flow's group this instance received (one per rebalance it took part in).",
+			"flow"),
+		rebalSec: counter("mm2go_flow_rebalance_seconds_total",
+			"Time this instance spent in rebalances stopping the tasks it gave up (the group waits for it).",
+			"flow"),
 		reload: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mm2go_config_last_reload_successful",
 			Help: "1 if the last configuration reload (SIGHUP) succeeded or none was tried, 0 if it failed and the previous configuration still runs.",

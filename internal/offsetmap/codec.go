@@ -73,23 +73,10 @@ type Segment struct {
 func (s Segment) LastDown() int64 { return s.Down + (s.Last - s.From) }
 
 // Key encodes the segment's key; it does not depend on Last or Down.
-func (s Segment) Key() ([]byte, error) {
-	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
-	e.Int8(kindSegment)
-	e.String("topic", s.Topic)
-	e.Int32(s.Partition)
-	e.Int64(s.From)
-	return e.Result()
-}
+func (s Segment) Key() ([]byte, error) { return key(kindSegment, s.Topic, s.Partition, s.From) }
 
 // Value encodes the segment's value.
-func (s Segment) Value() []byte {
-	e := kbin.Encoder{Buf: make([]byte, 0, 18)}
-	e.Int16(version)
-	e.Int64(s.Down)
-	e.Int64(s.Last)
-	return e.Buf
-}
+func (s Segment) Value() []byte { return value(s.Down, s.Last) }
 
 func (s Segment) String() string {
 	return fmt.Sprintf("Segment{topicPartition=%s, upstream=%d..%d, downstream=%d..%d}",
@@ -105,22 +92,10 @@ type Position struct {
 }
 
 // Key encodes the position's key.
-func (p Position) Key() ([]byte, error) {
-	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(p.Topic)+4)}
-	e.Int8(kindPosition)
-	e.String("topic", p.Topic)
-	e.Int32(p.Partition)
-	return e.Result()
-}
+func (p Position) Key() ([]byte, error) { return key(kindPosition, p.Topic, p.Partition) }
 
 // Value encodes the position's value.
-func (p Position) Value() []byte {
-	e := kbin.Encoder{Buf: make([]byte, 0, 18)}
-	e.Int16(version)
-	e.Int64(p.Next)
-	e.Int64(p.DownNext)
-	return e.Buf
-}
+func (p Position) Value() []byte { return value(p.Next, p.DownNext) }
 
 func (p Position) String() string {
 	return fmt.Sprintf("Position{topicPartition=%s, next=%d, downstreamNext=%d}",
@@ -137,22 +112,10 @@ type Imported struct {
 }
 
 // Key encodes the imported sync's key.
-func (s Imported) Key() ([]byte, error) {
-	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(s.Topic)+4+8)}
-	e.Int8(kindImported)
-	e.String("topic", s.Topic)
-	e.Int32(s.Partition)
-	e.Int64(s.Upstream)
-	return e.Result()
-}
+func (s Imported) Key() ([]byte, error) { return key(kindImported, s.Topic, s.Partition, s.Upstream) }
 
 // Value encodes the imported sync's value.
-func (s Imported) Value() []byte {
-	e := kbin.Encoder{Buf: make([]byte, 0, 10)}
-	e.Int16(version)
-	e.Int64(s.Downstream)
-	return e.Buf
-}
+func (s Imported) Value() []byte { return value(s.Downstream) }
 
 // Record is one decoded record of the offset map: exactly one of
 // Segment, Position and Imported is set. Deleted reports a tombstone; then
@@ -171,71 +134,71 @@ func Decode(key, value []byte) (Record, error) {
 	if len(key) == 0 {
 		return Record{}, fmt.Errorf("offset map key: empty: %w", kbin.ErrMalformed)
 	}
-	kind := int8(key[0])
-	d := kbin.Decoder{B: key, Off: 1}
+	d := kbin.Decoder{B: key}
+	kind := d.Int8("kind")
 	topic := d.String("topic")
 	partition := d.Int32("partition")
+	var name string
 	var out Record
+	var fields []*int64 // value fields, in order
 	switch kind {
 	case kindSegment:
-		from := d.Int64("from")
-		if d.Err != nil {
-			return out, fmt.Errorf("offset map segment key: %w", d.Err)
-		}
-		s := &Segment{Topic: topic, Partition: partition, From: from}
-		out.Segment = s
-		if value == nil {
-			out.Deleted = true
-			return out, nil
-		}
-		v := kbin.Decoder{B: value}
-		v.Int16("version")
-		s.Down = v.Int64("down")
-		s.Last = v.Int64("last")
-		if v.Err != nil {
-			return Record{}, fmt.Errorf("offset map segment value: %w", v.Err)
-		}
-		if s.From < 0 || s.Last < s.From || s.Down < 0 {
-			return Record{}, fmt.Errorf("offset map segment %s: inconsistent offsets: %w", s, kbin.ErrMalformed)
-		}
+		s := &Segment{Topic: topic, Partition: partition, From: d.Int64("from")}
+		name, out.Segment, fields = "segment", s, []*int64{&s.Down, &s.Last}
 	case kindPosition:
-		if d.Err != nil {
-			return out, fmt.Errorf("offset map position key: %w", d.Err)
-		}
 		p := &Position{Topic: topic, Partition: partition}
-		out.Position = p
-		if value == nil {
-			out.Deleted = true
-			return out, nil
-		}
-		v := kbin.Decoder{B: value}
-		v.Int16("version")
-		p.Next = v.Int64("next")
-		p.DownNext = v.Int64("downNext")
-		if v.Err != nil {
-			return Record{}, fmt.Errorf("offset map position value: %w", v.Err)
-		}
+		name, out.Position, fields = "position", p, []*int64{&p.Next, &p.DownNext}
 	case kindImported:
-		up := d.Int64("upstream")
-		if d.Err != nil {
-			return out, fmt.Errorf("offset map imported key: %w", d.Err)
-		}
-		im := &Imported{Topic: topic, Partition: partition, Upstream: up}
-		out.Imported = im
-		if value == nil {
-			out.Deleted = true
-			return out, nil
-		}
-		v := kbin.Decoder{B: value}
-		v.Int16("version")
-		im.Downstream = v.Int64("downstream")
-		if v.Err != nil {
-			return Record{}, fmt.Errorf("offset map imported value: %w", v.Err)
-		}
+		im := &Imported{Topic: topic, Partition: partition, Upstream: d.Int64("upstream")}
+		name, out.Imported, fields = "imported", im, []*int64{&im.Downstream}
 	default:
-		return out, fmt.Errorf("offset map key: unknown kind %d: %w", kind, kbin.ErrMalformed)
+		if d.Err != nil {
+			return Record{}, fmt.Errorf("offset map key: %w", d.Err)
+		}
+		return Record{}, fmt.Errorf("offset map key: unknown kind %d: %w", kind, kbin.ErrMalformed)
+	}
+	if d.Err != nil {
+		return Record{}, fmt.Errorf("offset map %s key: %w", name, d.Err)
+	}
+	if value == nil {
+		out.Deleted = true
+		return out, nil
+	}
+	v := kbin.Decoder{B: value}
+	v.Int16("version")
+	for i, f := range fields {
+		*f = v.Int64("field " + strconv.Itoa(i))
+	}
+	if v.Err != nil {
+		return Record{}, fmt.Errorf("offset map %s value: %w", name, v.Err)
+	}
+	if s := out.Segment; s != nil && (s.From < 0 || s.Last < s.From || s.Down < 0) {
+		return Record{}, fmt.Errorf("offset map segment %s: inconsistent offsets: %w", s, kbin.ErrMalformed)
 	}
 	return out, nil
+}
+
+// key encodes a key: kind, topic, partition and the upstream offsets that
+// identify the record.
+func key(kind int8, topic string, partition int32, offsets ...int64) ([]byte, error) {
+	e := kbin.Encoder{Buf: make([]byte, 0, 1+2+len(topic)+4+8*len(offsets))}
+	e.Int8(kind)
+	e.String("topic", topic)
+	e.Int32(partition)
+	for _, o := range offsets {
+		e.Int64(o)
+	}
+	return e.Result()
+}
+
+// value encodes a value: the version, then fields.
+func value(fields ...int64) []byte {
+	e := kbin.Encoder{Buf: make([]byte, 0, 2+8*len(fields))}
+	e.Int16(version)
+	for _, f := range fields {
+		e.Int64(f)
+	}
+	return e.Buf
 }
 
 // version is the INT16 version header of every value.
