@@ -55,7 +55,7 @@ type clientProp struct {
 }
 
 // Opts returns the kgo options for this client: seed brokers, client ID,
-// TLS, SASL and the tuning keys listed in the README. Callers add the options
+// TLS, SASL and the tuning keys listed in docs/configuration.md. Callers add the options
 // that describe what the client does (topics to consume, partitioner, ...).
 // The returned slice is a copy.
 func (c *Client) Opts() []kgo.Opt { return slices.Clone(c.opts) }

@@ -48,7 +48,7 @@ func mapped(kinds string, apply func(b *clientBuilder, e entry)) keySpec {
 	return keySpec{kinds: kinds, apply: apply}
 }
 
-// clientKeySpec describes every Kafka client property mm2go knows; the README
+// clientKeySpec describes every Kafka client property mm2go knows; docs/configuration.md
 // documents the same table. Security keys (security.protocol, ssl.*,
 // sasl.mechanism, sasl.jaas.config) are read by the security step instead.
 func clientKeySpec(k string) (keySpec, bool) {

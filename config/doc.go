@@ -10,7 +10,7 @@
 // client properties to kgo options (including TLS from PEM stores and SASL
 // PLAIN/SCRAM credentials from sasl.jaas.config), validation, warnings for
 // keys that are ignored or have no effect, and a fingerprint per flow for
-// reloads. The README's configuration reference lists every key and what mm2go does with it.
+// reloads. docs/configuration.md lists every key and what mm2go does with it.
 //
 // It does not own what the settings do: the replication policy and filters
 // live in package policy, and no function here opens a network connection.
@@ -26,7 +26,7 @@
 // Props; the Secret type prints as "<secret>".
 //
 // Where mm2go deliberately differs from MM2 the difference is documented on
-// the field or in the README; the main ones are offset.flush.interval.ms
+// the field or in docs/configuration.md; the main ones are offset.flush.interval.ms
 // (default 1000 ms instead of 60000 ms), producers that always use acks=all
 // and idempotence, and Java-only features (JKS/PKCS12 stores, GSSAPI,
 // OAUTHBEARER, custom classes, Connect transforms) that are rejected or

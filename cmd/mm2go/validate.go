@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/config"
-	"github.com/mm2go/mm2go/policy"
 )
 
 // runValidate implements `mm2go validate -c FILE [--connect]`: it loads the
@@ -96,12 +95,11 @@ func listFlow(ctx context.Context, f *config.Flow, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
 	defer cancel()
 
-	filter, err := policy.NewFilter(f.Topics, f.TopicsExclude)
+	sel, err := selectorFor(f)
 	if err != nil {
 		return fmt.Errorf("compile topic filter: %w", err)
 	}
-	pol := policyFor(f)
-	sel := policy.TopicSelector{Policy: pol, Topics: filter, HeartbeatsReplication: f.HeartbeatsReplicationEnabled, TargetAlias: f.Target}
+	pol := sel.Policy
 	listed, err := kadm.NewClient(src).ListTopics(ctx)
 	if err != nil {
 		return fmt.Errorf("list topics on %s: %w", f.Source, err)
