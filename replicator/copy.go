@@ -13,20 +13,10 @@ import (
 )
 
 // forward runs the batches copy mode's forwarder. What it fetched before ctx
-// ended is sent until DrainTimeout after that.
+// ended is sent until produceCtx ends (DrainTimeout after ctx).
 func (r *Replicator) forward(ctx, produceCtx context.Context) error {
 	sendCtx, cancel := context.WithCancel(produceCtx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(r.o.DrainTimeout)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancel()
-		case <-sendCtx.Done():
-		}
-	})
-	defer stop()
 	r.log.Info("copying in the batches mode: fetched batches are forwarded as they are where none of their records must change")
 	return r.fw.run(ctx, sendCtx)
 }

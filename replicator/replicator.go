@@ -317,9 +317,13 @@ func (r *Replicator) Run(ctx context.Context) error {
 	r.updateLag(ctx)
 	r.logStart()
 
-	// Records are produced with a context that outlives ctx, so that a
-	// shutdown drains what is buffered instead of failing it.
-	produceCtx, stopProducing := context.WithCancel(context.WithoutCancel(ctx))
+	// Records are produced with a context that outlives ctx by
+	// DrainTimeout, so that a shutdown drains what is buffered instead of
+	// failing it. The final flush below shares the deadline: the whole
+	// drain takes DrainTimeout at most, in both copy modes.
+	drainCtx, stopDraining := outlive(ctx, r.o.DrainTimeout)
+	defer stopDraining()
+	produceCtx, stopProducing := context.WithCancel(drainCtx)
 	defer stopProducing()
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -340,8 +344,6 @@ func (r *Replicator) Run(ctx context.Context) error {
 	}
 	runErr := g.Wait()
 
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.DrainTimeout)
-	defer cancel()
 	if err := r.o.Target.Flush(drainCtx); err != nil {
 		r.log.Warn("drain in-flight records", zap.Error(err))
 	}
@@ -444,4 +446,26 @@ func (r *Replicator) lookup(topic string, p int32) *partition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.parts[topic][p]
+}
+
+// outlive returns a context that ends d after ctx ends (or when cancel is
+// called): the time a shutdown has to drain.
+func outlive(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(d, cancel)
+		mu.Unlock()
+	})
+	return out, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }

@@ -7,12 +7,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,6 +44,8 @@ type bed struct {
 	srcOpts []kgo.Opt
 	// task and tasks are the task the next replicator started runs.
 	task, tasks int
+	// drain is the next replicator's DrainTimeout (0: the default).
+	drain time.Duration
 }
 
 func newBed(t *testing.T) *bed {
@@ -154,7 +158,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
-		Task: b.task, Tasks: b.tasks,
+		Task: b.task, Tasks: b.tasks, DrainTimeout: b.drain,
 	})
 	require.NoError(b.t, err)
 	b.last = r
@@ -676,4 +680,78 @@ func TestCleanRestartReadsNoTail(t *testing.T) {
 	for p := range int32(2) {
 		require.Equal(t, append(first[p], more[p]...), got[p], "partition %d", p)
 	}
+}
+
+// TestDrainBoundedOnce: a stop while the target refuses every write
+// returns after DrainTimeout, not after it twice (the batches mode drained
+// its sends for DrainTimeout, then the final flush for another).
+func TestDrainBoundedOnce(t *testing.T) {
+	b := newBed(t)
+	b.drain = time.Second
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	b.produce("orders", 1, 0, 10)
+
+	// Writes to the held topics fail with a retriable error, retried until
+	// the writer gives up.
+	var holdCopy, holdProgress atomic.Bool
+	var refusedCopy atomic.Int32
+	var copyID atomic.Value // [16]byte: the remote topic's ID (Produce v13 names topics by ID)
+	copyID.Store([16]byte{})
+	b.dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		held := false
+		for _, rt := range req.Topics {
+			isCopy := rt.Topic == "A.orders" || rt.TopicID == copyID.Load().([16]byte)
+			switch {
+			case isCopy && holdCopy.Load():
+				held = true
+				refusedCopy.Add(1)
+			case !isCopy && holdProgress.Load():
+				held = true
+			}
+		}
+		if !held {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	r, closeClients := b.replicator(b.flow(), nil, zaptest.NewLogger(t))
+	t.Cleanup(closeClients)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	b.read("A.orders", 10)
+	td, err := b.dstAdm.ListTopics(context.Background(), "A.orders")
+	require.NoError(t, err)
+	copyID.Store([16]byte(td["A.orders"].ID))
+
+	// Records copied whose progress cannot be stored, then records that
+	// cannot be copied: a stop has both to drain.
+	holdProgress.Store(true)
+	b.produce("orders", 1, 10, 10)
+	b.read("A.orders", 20)
+	holdCopy.Store(true)
+	b.produce("orders", 1, 20, 10)
+	waitFor(t, "a copy refused", func() bool { return refusedCopy.Load() > 0 })
+
+	start := time.Now()
+	cancel()
+	require.NoError(t, <-done)
+	took := time.Since(start)
+	require.Less(t, took, 1800*time.Millisecond, "drain of 1 s took %s", took)
+	require.GreaterOrEqual(t, took, 900*time.Millisecond, "stopped before its drain time: nothing was held")
 }
