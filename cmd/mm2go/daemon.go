@@ -223,12 +223,14 @@ func (d *daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	if err := d.apply(ctx, d.o.Config); err != nil {
+	startErr := d.apply(ctx, d.o.Config)
+	if startErr != nil {
+		startErr = fmt.Errorf("start flows: %w", startErr)
 		cancel()
 	} else {
 		d.notify(notifyReady)
+		d.log.Info("mm2go started", zap.Int("flows", len(d.flows)), zap.String("http_address", d.Addr()))
 	}
-	d.log.Info("mm2go started", zap.Int("flows", len(d.flows)), zap.String("http_address", d.Addr()))
 loop:
 	for {
 		select {
@@ -259,7 +261,7 @@ loop:
 	}
 	wg.Wait()
 	d.log.Info("mm2go stopped")
-	return httpErr
+	return errors.Join(startErr, httpErr)
 }
 
 // notify sends a state to systemd, if it listens.

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/ktest"
@@ -268,6 +269,22 @@ func TestStopBeforeRun(t *testing.T) {
 	_, err = net.DialTimeout("tcp", addr, time.Second)
 	require.Error(t, err, "the listener is closed")
 	require.NoError(t, d.Run(context.Background()))
+}
+
+// TestDaemonFirstApplyFails: flows that cannot be started make Run return
+// an error (the process exits 1), and "started" is never logged.
+func TestDaemonFirstApplyFails(t *testing.T) {
+	src := newCluster(t)
+	core, logs := observer.New(zap.InfoLevel)
+	d, err := newDaemon(daemonOptions{Config: testConfig(t, src, src), Log: zap.New(core)})
+	require.NoError(t, err)
+	// What newDaemon checked no longer holds when Run starts the flows.
+	d.o.Targets = []string{"C"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = d.Run(ctx)
+	require.ErrorContains(t, err, "start flows")
+	require.Zero(t, logs.FilterMessage("mm2go started").Len())
 }
 
 // TestDaemonReloadForgetsRemovedFlows: a reload that removes a flow (its
