@@ -30,7 +30,7 @@ import (
 )
 
 // secureUser is the SCRAM user mm2go logs in as on both secure clusters;
-// it has only the ACLs of the README.
+// it has only the ACLs of docs/security.md.
 const secureUser = "mm2go"
 
 // secureCluster is one cluster started by testbed/secure.sh.
@@ -269,7 +269,7 @@ func runBinary(t *testing.T, args ...string) (int, string, string) {
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
 
-// testMinimalACLs grants the mm2go user exactly the ACLs of the README
+// testMinimalACLs grants the mm2go user exactly the ACLs of docs/security.md
 // and runs a flow with every feature on (offset syncs, checkpoints,
 // group-offset sync, heartbeats both ways, topic-config and ACL sync,
 // partition growth, a restart) at debug log level. Every feature must work
@@ -284,7 +284,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 		"SRC": f.src, "DST": f.dst, "PRINCIPAL": "User:" + secureUser,
 		"TOPICS": f.topicPrefix(), "GROUPS": f.groupPrefix(),
 	}
-	cmds, err := parseACLDoc("../README.md", vars)
+	cmds, err := parseACLDoc("../docs/security.md", vars)
 	require.NoError(t, err)
 	b.grant(t, cmds)
 
@@ -486,7 +486,7 @@ func httpGet(t *testing.T, url string) string {
 	return string(body)
 }
 
-// aclCommand is one `kafka-acls.sh ... --add` line of the README.
+// aclCommand is one `kafka-acls.sh ... --add` line of docs/security.md.
 type aclCommand struct {
 	line       int
 	bootstrap  string
@@ -514,13 +514,9 @@ func parseACLDoc(path string, vars map[string]string) ([]aclCommand, error) {
 	varRe := regexp.MustCompile(`\$\{?([A-Z_]+)\}?`)
 	var out []aclCommand
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	in := false // inside the README's "Security and minimal ACLs" section
 	for ln := 1; sc.Scan(); ln++ {
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "## ") {
-			in = line == "## Security and minimal ACLs"
-		}
-		if !in || !strings.HasPrefix(line, "kafka-acls.sh ") {
+		if !strings.HasPrefix(line, "kafka-acls.sh ") {
 			continue
 		}
 		var missing []string
@@ -606,7 +602,7 @@ func (b *secureBed) grant(t *testing.T, cmds []aclCommand) {
 		case b.dst.bootstrap:
 			adm = b.dst.adm
 		default:
-			t.Fatalf("README line %d: bootstrap %q is neither cluster", c.line, c.bootstrap)
+			t.Fatalf("docs/security.md line %d: bootstrap %q is neither cluster", c.line, c.bootstrap)
 		}
 		acl := kadm.NewACLs().Allow(c.principal).AllowHosts().Operations(c.operations...).ResourcePatternType(c.pattern)
 		switch c.resource {
@@ -620,9 +616,9 @@ func (b *secureBed) grant(t *testing.T, cmds []aclCommand) {
 			acl.Clusters()
 		}
 		res, err := adm.CreateACLs(ctx, acl)
-		require.NoError(t, err, "README line %d", c.line)
+		require.NoError(t, err, "docs/security.md line %d", c.line)
 		for _, r := range res {
-			require.NoError(t, r.Err, "README line %d", c.line)
+			require.NoError(t, r.Err, "docs/security.md line %d", c.line)
 		}
 	}
 }

@@ -96,7 +96,7 @@ type switchSuite struct {
 
 // switchReps is how often each combination of switch delay, commit mode
 // and rate runs (MM2GO_SWITCHOVER_REPS, default 1; the acceptance run of
-// the README uses 5).
+// docs/group-offset-sync.md uses 5).
 func switchReps(t *testing.T) int {
 	t.Helper()
 	if s := os.Getenv("MM2GO_SWITCHOVER_REPS"); s != "" {
@@ -224,7 +224,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		flow + ".topics = sw" + id + "-.*",
 		flow + ".groups = g" + id + "-.*",
 		dst + "->" + src + ".enabled = false",
-		// The seed scenario's file (README, failover runbook).
+		// The seed scenario's file (docs/failover.md).
 		"sync.group.offsets.enabled = true",
 		"emit.checkpoints.interval.seconds = 5",
 		"sync.group.offsets.interval.seconds = 5",
@@ -342,7 +342,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		}
 		// The figure depends on the machine's load (the test bed's eight
 		// brokers share its cores with the trials): it is asserted only
-		// when asked for, in the measuring run (README, "Failover").
+		// when asked for, in the measuring run (docs/group-offset-sync.md, "Measured").
 		if limit := os.Getenv("MM2GO_SWITCHOVER_MAX_P99"); limit != "" && !s.kill && !s.mm2 {
 			l, err := strconv.ParseFloat(limit, 64)
 			require.NoError(t, err, "MM2GO_SWITCHOVER_MAX_P99")
