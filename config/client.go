@@ -40,7 +40,8 @@ type Client struct {
 	props           []clientProp
 	opts            []kgo.Opt
 	tlsConfig       *tls.Config
-	material        []string // digests of the files read for this client
+	material        []string     // digests of the files read for this client
+	oauth           *oauthSource // the OAUTHBEARER token source, or nil
 	autoOffsetReset OffsetReset
 	isolationLevel  IsolationLevel
 }

@@ -33,7 +33,7 @@ const (
 	noteNoMetrics   = "not needed by mm2go, which exposes Prometheus metrics"
 	noteNoSocket    = "not needed by mm2go: franz-go manages sockets and DNS itself"
 	noteReconnect   = "not needed by mm2go: franz-go backs off reconnects with the retry backoff (retry.backoff.ms, retry.backoff.max.ms)"
-	noteUnsupported = "ignored: only used by SASL mechanisms mm2go does not support (GSSAPI, OAUTHBEARER)"
+	noteUnsupported = "ignored: mm2go does not read it (GSSAPI, and OAUTHBEARER settings other than the token endpoint, client credentials and refresh)"
 	noteSSLIgnored  = "ignored: Go's TLS stack has no equivalent; mm2go uses its defaults"
 	noteProducerOrd = "not needed by mm2go: the idempotent producer keeps per-partition order by itself"
 )
@@ -296,9 +296,14 @@ func clientKeySpec(k string) (keySpec, bool) {
 	// Security keys that the security step reads or ignores.
 	case "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation":
 		return ignored("cpa", LevelInfo, noteSSLIgnored), true
-	case "ssl.engine.factory.class", "sasl.client.callback.handler.class", "sasl.login.callback.handler.class",
-		"sasl.login.class":
+	case "ssl.engine.factory.class", "sasl.client.callback.handler.class", "sasl.login.class":
 		return ignored("cpa", LevelWarn, noteJavaOnly), true
+	case "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
+		"sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+		"sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
+		"sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms":
+		// Read by the security step for OAUTHBEARER.
+		return keySpec{kinds: "cpa", apply: func(*clientBuilder, entry) {}}, true
 	}
 	if strings.HasPrefix(k, "sasl.kerberos.") || strings.HasPrefix(k, "sasl.oauthbearer.") ||
 		(strings.HasPrefix(k, "sasl.login.") && isClientConfigKey(k)) {

@@ -88,7 +88,7 @@ func (p SecurityProtocol) usesSASL() bool {
 }
 
 // SASLMechanism is the value of "sasl.mechanism" for the mechanisms mm2go
-// supports. Kafka's default, GSSAPI, and OAUTHBEARER are rejected.
+// supports. Kafka's default, GSSAPI, is rejected.
 type SASLMechanism string
 
 const (
@@ -98,6 +98,9 @@ const (
 	SASLScramSHA256 SASLMechanism = "SCRAM-SHA-256"
 	// SASLScramSHA512 is SCRAM-SHA-512 with ScramLoginModule credentials.
 	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+	// SASLOAuthBearer is OAUTHBEARER with OAuthBearerLoginModule: tokens of
+	// the client-credentials grant, or unsecured development tokens.
+	SASLOAuthBearer SASLMechanism = "OAUTHBEARER"
 )
 
 // Role names one of the six Kafka clients of a flow.

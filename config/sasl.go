@@ -37,15 +37,17 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 		module = plainLoginModule
 	case SASLScramSHA256, SASLScramSHA512:
 		module = scramLoginModule
-	case "GSSAPI", "OAUTHBEARER":
+	case SASLOAuthBearer:
+		module = oauthLoginModule
+	case "GSSAPI":
 		note := ""
 		if !hasMech {
 			note = "; sasl.mechanism is unset, and Kafka's default is GSSAPI"
 		}
-		b.p.probs.errorf(mechKey, "SASL mechanism %s is not supported by mm2go (got %q, want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512%s)", mech, mech, note)
+		b.p.probs.errorf(mechKey, "SASL mechanism %s is not supported by mm2go (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER%s)", mech, mech, note)
 		return nil, "", false
 	default:
-		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", mech)
+		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", mech)
 		return nil, "", false
 	}
 
@@ -66,6 +68,10 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 	if je.module != module {
 		b.p.probs.errorf(jaasE.origin, "login module does not match sasl.mechanism %s (got %q, want %s)", mech, je.module, module)
 		return nil, "", false
+	}
+	if SASLMechanism(mech) == SASLOAuthBearer {
+		m, ok := b.oauthMechanism(jaasE.origin, je.options)
+		return m, SASLOAuthBearer, ok
 	}
 	user, hasUser := je.options["username"]
 	pass, hasPass := je.options["password"]

@@ -4,25 +4,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-)
-
-// Conversion hints for key and trust stores mm2go cannot read.
-const (
-	truststoreHint = "convert it to PEM, e.g. keytool -exportcert -rfc -keystore truststore.jks -alias CARoot -file ca.pem " +
-		"(or openssl pkcs12 -in truststore.p12 -nokeys -out ca.pem), then set ssl.truststore.type=PEM and ssl.truststore.location=ca.pem"
-	keystoreHint = "convert it to PEM, e.g. keytool -importkeystore -srckeystore keystore.jks -destkeystore keystore.p12 -deststoretype PKCS12, " +
-		"then openssl pkcs12 -in keystore.p12 -out client.pem (key and chain in one file; add -nodes for an unencrypted key), " +
-		"then set ssl.keystore.type=PEM and ssl.keystore.location=client.pem"
+	"time"
 )
 
 // tlsConfig builds the TLS configuration from the ssl.* properties the way
-// Kafka's DefaultSslEngineFactory reads them, restricted to PEM stores. It
-// returns the digests of the files it read, for Flow.Fingerprint.
+// Kafka's DefaultSslEngineFactory reads them: JKS (the default), PKCS12 and
+// PEM stores. It returns the digests of the files it read, for
+// Flow.Fingerprint.
 func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 	ok := true
 	fail := func(key, format string, args ...any) {
@@ -41,7 +33,7 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 		path := b.p.abs(javaTrim(e.value))
 		data, err := b.p.readFile(path)
 		if err != nil {
-			fail(e.origin, "cannot read file %s (got %q, want a readable PEM file: %v)", path, e.value, errors.Unwrap(err))
+			fail(e.origin, "cannot read file %s (got %q, want a readable file: %v)", path, e.value, errors.Unwrap(err))
 			return nil, false
 		}
 		material = append(material, e.origin+"="+fileDigest(data))
@@ -73,6 +65,7 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 	tpw, hasTPw := get("ssl.truststore.password")
 	var pemTrust []byte
 	var trustFrom entry
+	var trusted []*x509.Certificate
 	switch {
 	case hasTCerts:
 		switch {
@@ -84,10 +77,31 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 			pemTrust, trustFrom = []byte(tcerts.value), tcerts
 		}
 	case hasTLoc:
-		if ttype != "PEM" {
-			fail(originOr(ttypeE, tloc), "%s trust stores are not supported by mm2go (got ssl.truststore.type %q, want PEM); %s", ttype, ttype, truststoreHint)
-		} else if data, read := readFile(tloc); read {
-			pemTrust, trustFrom = data, tloc
+		switch ttype {
+		case "PEM":
+			if data, read := readFile(tloc); read {
+				pemTrust, trustFrom = data, tloc
+			}
+		case "JKS", "PKCS12":
+			data, read := readFile(tloc)
+			if !read {
+				break
+			}
+			certs, err := trustStoreCerts(ttype, data, tpw.value)
+			switch {
+			case errors.Is(err, errStorePassword):
+				fail(originOr(tpw, tloc), "wrong password for %s trust store %s (got %s, want the store's password)", ttype, describeStore(tloc), maskedOrNone(hasTPw))
+			case err != nil:
+				fail(tloc.origin, "no usable certificate (got %s trust store %s, want trusted certificate entries: %v)", ttype, describeStore(tloc), err)
+			default:
+				cfg.RootCAs = x509.NewCertPool()
+				for _, c := range certs {
+					cfg.RootCAs.AddCert(c)
+				}
+				trusted = certs
+			}
+		default:
+			fail(originOr(ttypeE, tloc), "unsupported trust store type (got %q, want JKS, PKCS12 or PEM)", ttype)
 		}
 	case hasTPw:
 		fail(tpw.origin, "a trust store password without a trust store (got %s, want no password or also ssl.truststore.location)", secretMask)
@@ -104,7 +118,7 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 		for _, c := range certs {
 			pool.AddCert(c)
 		}
-		cfg.RootCAs = pool
+		cfg.RootCAs, trusted = pool, certs
 	}
 
 	// Key store.
@@ -132,10 +146,36 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 		}
 	case hasKChain:
 		fail(kchain.origin, "a certificate chain without ssl.keystore.key (got only the chain, want both)")
+	case hasKLoc && (ktype == "JKS" || ktype == "PKCS12"):
+		if !hasKPw {
+			fail(kloc.origin, "a %s key store needs its password (got no ssl.keystore.password, want it)", ktype)
+			break
+		}
+		data, read := readFile(kloc)
+		if !read {
+			break
+		}
+		keyPass := kpw.value
+		if hasKeyPw {
+			keyPass = keyPw.value
+		}
+		certs, err := keyStoreCerts(ktype, data, kpw.value, keyPass)
+		switch {
+		case errors.Is(err, errStorePassword):
+			fail(kpw.origin, "wrong password for %s key store %s (got %s, want the store's password)", ktype, describeStore(kloc), secretMask)
+		case errors.Is(err, errKeyPassword) && hasKeyPw:
+			fail(keyPw.origin, "%v (got %s, want the password of the key in %s)", err, secretMask, describeStore(kloc))
+		case errors.Is(err, errKeyPassword):
+			fail(kpw.origin, "%v (got %s, want the key's password in ssl.key.password, or the same for store and key)", err, secretMask)
+		case err != nil:
+			fail(kloc.origin, "no usable key (got %s key store %s, want a private key entry with its certificate chain: %v)", ktype, describeStore(kloc), err)
+		default:
+			cfg.Certificates = certs
+		}
 	case hasKLoc:
 		switch {
 		case ktype != "PEM":
-			fail(originOr(ktypeE, kloc), "%s key stores are not supported by mm2go (got ssl.keystore.type %q, want PEM); %s", ktype, ktype, keystoreHint)
+			fail(originOr(ktypeE, kloc), "unsupported key store type (got %q, want JKS, PKCS12 or PEM)", ktype)
 		case hasKPw:
 			fail(kpw.origin, "a key store password cannot be used with PEM (got %s, want only ssl.key.password), as in Kafka", secretMask)
 		default:
@@ -162,6 +202,17 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 			fail(chainFrom.origin, "unusable key pair (got %s, want a PKCS#8 private key and its certificate chain: %v)", describeStore(keyFrom), err)
 		default:
 			cfg.Certificates = []tls.Certificate{cert}
+		}
+	}
+
+	for _, c := range cfg.Certificates {
+		if c.Leaf != nil {
+			b.expiring(originOr(kloc, kkey), "client certificate", c.Leaf)
+		}
+	}
+	if cfg.RootCAs != nil {
+		for _, c := range trusted {
+			b.expiring(originOr(tloc, tcerts), "trusted certificate", c)
 		}
 	}
 
@@ -257,6 +308,31 @@ func storeType(props entries, key string) (string, entry) {
 		return "JKS", entry{}
 	}
 	return strings.ToUpper(javaTrim(e.value)), e
+}
+
+// expiryWarning is how long before a certificate expires loading it warns.
+const expiryWarning = 14 * 24 * time.Hour
+
+// expiring warns when c, read from the file or value of key, has expired or
+// expires within expiryWarning.
+func (b *clientBuilder) expiring(key, what string, c *x509.Certificate) {
+	left := time.Until(c.NotAfter)
+	switch {
+	case left <= 0:
+		b.p.probs.warn(key, "the %s %q expired at %s (got an expired certificate, want a valid one: the handshake will fail)",
+			what, c.Subject.String(), c.NotAfter.UTC().Format(time.RFC3339))
+	case left < expiryWarning:
+		b.p.probs.warn(key, "the %s %q expires at %s, in %s (got less than %d days, want it renewed before then)",
+			what, c.Subject.String(), c.NotAfter.UTC().Format(time.RFC3339), left.Round(time.Hour), int(expiryWarning.Hours()/24))
+	}
+}
+
+// maskedOrNone describes a password that may be unset without printing it.
+func maskedOrNone(set bool) string {
+	if set {
+		return secretMask
+	}
+	return "no password"
 }
 
 // originOr returns the origin of e, or of fallback when e is not set.
@@ -378,18 +454,5 @@ func keyPair(keyPEM, chainPEM []byte, password *entry) (tls.Certificate, error) 
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("parse certificate chain: %w", err)
 	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("encode private key: %w", err)
-	}
-	var chain []byte
-	for _, c := range certs {
-		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
-	// X509KeyPair checks that the key matches the leaf certificate.
-	cert, err := tls.X509KeyPair(chain, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("match key and certificate: %w", err)
-	}
-	return cert, nil
+	return certificate(key, certs)
 }

@@ -37,6 +37,7 @@ const secureUser = "mm2go"
 type secureCluster struct {
 	name      string // kafka-cluster.sh's name
 	bootstrap string
+	mtls      string // the mutual TLS listener's address
 	userPW    string // secureUser's password
 	adm       *kadm.Client
 	cl        *kgo.Client // as the super user "admin"
@@ -46,8 +47,9 @@ type secureCluster struct {
 // SASL_SSL (SCRAM-SHA-512, certificates of a CA made for the test) and
 // enforce ACLs, the source and the target of the flows under test.
 type secureBed struct {
-	caPEM      string // CA of both brokers' certificates
-	otherCAPEM string // a CA that signed nothing the brokers use
+	idp        *oauthIDP // the OAuth provider whose tokens the brokers take
+	caPEM      string    // CA of both brokers' certificates
+	otherCAPEM string    // a CA that signed nothing the brokers use
 	adminPW    string
 	src, dst   *secureCluster
 }
@@ -57,15 +59,18 @@ type secureBed struct {
 // started once for all subtests (about 6s) and stopped at the end.
 func TestIntegrationSecurity(t *testing.T) {
 	needKafka(t)
-	bed := startSecureBed(t)
+	idp := newOAuthIDP(t)
+	bed := startSecureBed(t, idp)
 	t.Run("minimal ACLs replicate, checkpoint, sync and leak no secret", bed.testMinimalACLs)
 	t.Run("wrong password names the cluster", bed.testWrongPassword)
 	t.Run("wrong CA names the cluster", bed.testWrongCA)
+	t.Run("mutual TLS with JKS and PKCS12 stores made by keytool", bed.testJavaStores)
+	t.Run("OAUTHBEARER with the client-credentials grant, tokens refreshed", bed.testOAuth)
 }
 
 // startSecureBed starts the two clusters with testbed/secure.sh on free
 // ports; the test's cleanup stops them.
-func startSecureBed(t *testing.T) *secureBed {
+func startSecureBed(t *testing.T, idp *oauthIDP) *secureBed {
 	t.Helper()
 	testbed := os.Getenv("MM2GO_TESTBED")
 	if testbed == "" {
@@ -83,11 +88,11 @@ func startSecureBed(t *testing.T) *secureBed {
 	id := uid(t)
 	bed := &secureBed{
 		caPEM: filepath.Join(certs, "ca.pem"), otherCAPEM: filepath.Join(other, "ca.pem"),
-		adminPW: "admin-" + uid(t) + uid(t),
-		src:     &secureCluster{name: "sec-src-" + id, userPW: "src-" + uid(t) + uid(t)},
-		dst:     &secureCluster{name: "sec-dst-" + id, userPW: "dst-" + uid(t) + uid(t)},
+		adminPW: "admin-" + uid(t) + uid(t), idp: idp,
+		src: &secureCluster{name: "sec-src-" + id, userPW: "src-" + uid(t) + uid(t)},
+		dst: &secureCluster{name: "sec-dst-" + id, userPW: "dst-" + uid(t) + uid(t)},
 	}
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 6)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, c := range []*secureCluster{bed.src, bed.dst} {
@@ -102,7 +107,9 @@ func startSecureBed(t *testing.T) *secureBed {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(script, "start", c.name, strconv.Itoa(ports[2*i]), strconv.Itoa(ports[2*i+1]), certs)
-			cmd.Env = append(os.Environ(), "SECURE_ADMIN_PASSWORD="+bed.adminPW, "SECURE_USERS="+secureUser+":"+c.userPW)
+			c.mtls = "127.0.0.1:" + strconv.Itoa(ports[4+i])
+			cmd.Env = append(os.Environ(), "SECURE_ADMIN_PASSWORD="+bed.adminPW, "SECURE_USERS="+secureUser+":"+c.userPW,
+				"SECURE_SSL_PORT="+strconv.Itoa(ports[4+i]), "SECURE_OAUTH_JWKS_URL="+idp.url+"/jwks")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -198,6 +205,7 @@ type secureFlow struct {
 	dstJAAS  string
 	srcCA    string // ssl.truststore.location of the source
 	dstCA    string
+	mech     string // sasl.mechanism
 	extra    []string
 }
 
@@ -206,7 +214,7 @@ func (b *secureBed) flow(t *testing.T) *secureFlow {
 	return &secureFlow{
 		id: id, src: "src" + id, dst: "dst" + id,
 		srcJAAS: jaas(secureUser, b.src.userPW), dstJAAS: jaas(secureUser, b.dst.userPW),
-		srcCA: b.caPEM, dstCA: b.caPEM,
+		srcCA: b.caPEM, dstCA: b.caPEM, mech: "SCRAM-SHA-512",
 	}
 }
 
@@ -222,7 +230,7 @@ func (f *secureFlow) write(t *testing.T, b *secureBed, dir string) string {
 		f.src + ".bootstrap.servers = " + b.src.bootstrap,
 		f.dst + ".bootstrap.servers = " + b.dst.bootstrap,
 		"security.protocol = SASL_SSL",
-		"sasl.mechanism = SCRAM-SHA-512",
+		"sasl.mechanism = " + f.mech,
 		"ssl.truststore.type = PEM",
 		f.src + ".ssl.truststore.location = " + f.srcCA,
 		f.dst + ".ssl.truststore.location = " + f.dstCA,

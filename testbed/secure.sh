@@ -16,6 +16,12 @@
 #   SASL_SSL://127.0.0.1:PORT     clients and the inter-broker listener; SCRAM-SHA-512 only
 #   CONTROLLER://127.0.0.1:CTRL_PORT  SSL with client certificates required: the broker talks to
 #                                 its controller with broker.pem, principal User:broker
+#   SSL://127.0.0.1:SECURE_SSL_PORT  with SECURE_SSL_PORT set: clients with a certificate of the
+#                                 CA (mutual TLS), their principal User:<CN>
+#   SECURE_OAUTH_JWKS_URL=URL     the SASL_SSL listener also takes OAUTHBEARER: JWTs signed with
+#                                 a key of that JWKS, audience "kafka", principal User:<sub>
+#                                 (Kafka's OAuthBearerValidatorCallbackHandler); sessions are
+#                                 re-authenticated when the token expires
 #   StandardAuthorizer, super.users=User:admin;User:broker, allow.everyone.if.no.acl.found=false:
 #   any other user may do nothing until ACLs allow it.
 # SCRAM-SHA-512 users are created when the storage is formatted (kafka-storage.sh format
@@ -78,14 +84,29 @@ start_secure() {
     fmt+="\n--add-scram\n$(scram_arg "${u%%:*}" "${u#*:}")"
   done
   local jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$admin_pw\";"
-  local props
+  local props listeners="SASL_SSL://127.0.0.1:$port" mtls="" mechs="SCRAM-SHA-512" oauth=""
+  if [[ -n "${SECURE_SSL_PORT:-}" ]]; then
+    listeners+=",SSL://127.0.0.1:$SECURE_SSL_PORT"
+    mtls="listener.name.ssl.ssl.client.auth=required"
+  fi
+  if [[ -n "${SECURE_OAUTH_JWKS_URL:-}" ]]; then
+    mechs+=",OAUTHBEARER"
+    oauth="listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;
+listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=$SECURE_OAUTH_JWKS_URL
+sasl.oauthbearer.expected.audience=kafka
+connections.max.reauth.ms=600000"
+    export KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS:-} -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$SECURE_OAUTH_JWKS_URL"
+  fi
   props="$(cat <<EOF
-# secure.sh: SASL_SSL clients, SSL controller, ACLs enforced
-listeners=SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=SASL_SSL://127.0.0.1:$port
+# secure.sh: SASL_SSL clients (and mutual TLS ones with SECURE_SSL_PORT), SSL controller, ACLs enforced
+listeners=$listeners,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$listeners
 inter.broker.listener.name=SASL_SSL
-listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL
-sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL,SSL:SSL
+$mtls
+$oauth
+sasl.enabled.mechanisms=$mechs
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas
 ssl.keystore.type=PEM
