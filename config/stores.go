@@ -115,12 +115,9 @@ func keyStoreCerts(typ string, data []byte, storePassword, keyPassword string) (
 		}
 		return out, nil
 	case "PKCS12":
-		// keytool gives a PKCS12 key the store's password; try the key
-		// password too when it differs.
+		// The store's password opens it, as in Java; keytool gives a
+		// PKCS12 key the same password.
 		key, leaf, cas, err := pkcs12.DecodeChain(data, storePassword)
-		if errors.Is(err, pkcs12.ErrIncorrectPassword) && keyPassword != storePassword {
-			key, leaf, cas, err = pkcs12.DecodeChain(data, keyPassword)
-		}
 		if errors.Is(err, pkcs12.ErrIncorrectPassword) {
 			return nil, errStorePassword
 		}
