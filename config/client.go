@@ -42,6 +42,7 @@ type Client struct {
 	tlsConfig       *tls.Config
 	material        []string     // digests of the files read for this client
 	oauth           *oauthSource // the OAUTHBEARER token source, or nil
+	certs           []Certificate // read for its TLS configuration
 	autoOffsetReset OffsetReset
 	isolationLevel  IsolationLevel
 }

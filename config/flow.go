@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -266,6 +267,35 @@ func (f *Flow) Name() string { return f.Source + "->" + f.Target }
 // Active reports whether MM2 would run a herder for this pair: the flow is
 // enabled or it emits heartbeats (MM2's clusterPairs).
 func (f *Flow) Active() bool { return f.Enabled || f.EmitHeartbeatsEnabled }
+
+// Certificate is a certificate a client of a flow presents (Kind "client")
+// or trusts (Kind "trusted"), read from the file or value of Key.
+type Certificate struct {
+	Cluster  string
+	Kind     string
+	Subject  string
+	NotAfter time.Time
+	Key      string
+}
+
+// Certificates returns the certificates the flow's clients present or
+// trust, each once, ordered by cluster, kind, key and subject.
+func (f *Flow) Certificates() []Certificate {
+	seen := map[Certificate]bool{}
+	var out []Certificate
+	for _, r := range Roles() {
+		for _, c := range f.clients[r].certs {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Certificate) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Subject, b.Subject))
+	})
+	return out
+}
 
 // Client returns the client settings for role r. It is never nil for the six
 // roles and nil for anything else.

@@ -109,6 +109,11 @@ func TestTLSJavaStores(t *testing.T) {
 				}
 			}
 			require.Len(t, expiring, 1)
+			var kinds []string
+			for _, c := range c.Flow("a", "b").Certificates() {
+				kinds = append(kinds, c.Cluster+" "+c.Kind+" "+c.Subject)
+			}
+			require.Equal(t, []string{"a client CN=client", "a trusted CN=mm2go test CA"}, kinds)
 			require.Contains(t, expiring[0], `a.ssl.keystore.location: the client certificate "CN=client" expires at`)
 			require.Contains(t, expiring[0], "(got less than 14 days, want it renewed before then)")
 		})

@@ -208,11 +208,15 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 	for _, c := range cfg.Certificates {
 		if c.Leaf != nil {
 			b.expiring(originOr(kloc, kkey), "client certificate", c.Leaf)
+			b.c.certs = append(b.c.certs, Certificate{Cluster: b.c.Cluster, Kind: "client",
+				Subject: c.Leaf.Subject.String(), NotAfter: c.Leaf.NotAfter, Key: originOr(kloc, kkey)})
 		}
 	}
 	if cfg.RootCAs != nil {
 		for _, c := range trusted {
 			b.expiring(originOr(tloc, tcerts), "trusted certificate", c)
+			b.c.certs = append(b.c.certs, Certificate{Cluster: b.c.Cluster, Kind: "trusted",
+				Subject: c.Subject.String(), NotAfter: c.NotAfter, Key: originOr(tloc, tcerts)})
 		}
 	}
 

@@ -377,19 +377,20 @@ func (d *daemon) Stop() {
 
 // daemonMetrics are the process-level metrics.
 type daemonMetrics struct {
-	up       *prometheus.GaugeVec
-	restarts *prometheus.CounterVec
-	workers  *prometheus.CounterVec
-	tasks    *prometheus.GaugeVec
-	taskDefs *prometheus.GaugeVec
-	lost     *prometheus.CounterVec
-	gen      *prometheus.GaugeVec
-	rebal    *prometheus.CounterVec
-	rebalSec *prometheus.CounterVec
-	reload   prometheus.Gauge
-	reloadTS prometheus.Gauge
-	mu       sync.Mutex
-	upFlows  map[string]bool
+	up         *prometheus.GaugeVec
+	restarts   *prometheus.CounterVec
+	workers    *prometheus.CounterVec
+	tasks      *prometheus.GaugeVec
+	taskDefs   *prometheus.GaugeVec
+	lost       *prometheus.CounterVec
+	gen        *prometheus.GaugeVec
+	rebal      *prometheus.CounterVec
+	rebalSec   *prometheus.CounterVec
+	reload     prometheus.Gauge
+	reloadTS   prometheus.Gauge
+	certExpiry *prometheus.GaugeVec
+	mu         sync.Mutex
+	upFlows    map[string]bool
 }
 
 func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
@@ -437,6 +438,9 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "mm2go_config_last_reload_successful",
 			Help: "1 if the last configuration reload (SIGHUP) succeeded or none was tried, 0 if it failed and the previous configuration still runs.",
 		}),
+		certExpiry: gauge("mm2go_tls_certificate_expiry_timestamp_seconds",
+			"When a certificate a flow's clients present (certificate=client) or trust (certificate=trusted) expires, in seconds since the Unix epoch; loading the file warns 14 days before.",
+			"flow", "cluster", "certificate", "subject"),
 		reloadTS: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mm2go_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration was last loaded successfully (start or reload), in seconds since the Unix epoch.",
@@ -474,12 +478,21 @@ func (m *daemonMetrics) initFlow(flow string) {
 // no alert fires on its last values.
 func (m *daemonMetrics) forgetFlow(flow string) {
 	labels := prometheus.Labels{"flow": flow}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.tasks, m.taskDefs, m.lost, m.gen, m.rebal, m.rebalSec} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.tasks, m.taskDefs, m.lost, m.gen, m.rebal, m.rebalSec, m.certExpiry} {
 		v.DeletePartialMatch(labels)
 	}
 	m.mu.Lock()
 	delete(m.upFlows, flow)
 	m.mu.Unlock()
+}
+
+// certificates sets the expiry series of a flow's certificates, replacing
+// those of its previous settings.
+func (m *daemonMetrics) certificates(f *config.Flow) {
+	m.certExpiry.DeletePartialMatch(prometheus.Labels{"flow": f.Name()})
+	for _, c := range f.Certificates() {
+		m.certExpiry.WithLabelValues(f.Name(), c.Cluster, c.Kind, c.Subject).Set(float64(c.NotAfter.Unix()))
+	}
 }
 
 func (m *daemonMetrics) flowUp(flow string, up bool) {

@@ -107,6 +107,7 @@ func (fr *flowRunner) run(ctx context.Context) error {
 		return fmt.Errorf("check connectivity: %w", err)
 	}
 	fr.m.flowUp(f.Name(), true) // supervise sets it down when run returns
+	fr.m.certificates(f)
 	if !f.Enabled {
 		return fr.runWorkers(ctx, 0, 1)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -56,6 +57,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	_, _ = fmt.Fprint(stdout, cfg.Dump())
+	printCertificates(stdout, cfg)
 	if !connect {
 		return exitOK
 	}
@@ -164,4 +166,21 @@ func partitionCount(n int) string {
 		return "1 partition"
 	}
 	return fmt.Sprintf("%d partitions", n)
+}
+
+// printCertificates lists, per flow, the certificates its clients present
+// or trust, with their expiry.
+func printCertificates(w io.Writer, cfg *config.Config) {
+	for _, f := range cfg.Flows {
+		certs := f.Certificates()
+		if len(certs) == 0 {
+			continue
+		}
+		_, _ = fmt.Fprintf(w, "\ncertificates of flow %s\n", f.Name())
+		for _, c := range certs {
+			left := time.Until(c.NotAfter).Round(time.Hour)
+			_, _ = fmt.Fprintf(w, "  %s %s %q expires %s (in %s) from %s\n",
+				c.Cluster, c.Kind, c.Subject, c.NotAfter.UTC().Format(time.RFC3339), left, c.Key)
+		}
+	}
 }
