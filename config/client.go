@@ -40,8 +40,8 @@ type Client struct {
 	props           []clientProp
 	opts            []kgo.Opt
 	tlsConfig       *tls.Config
-	material        []string     // digests of the files read for this client
-	oauth           *oauthSource // the OAUTHBEARER token source, or nil
+	material        []string      // digests of the files read for this client
+	oauth           *oauthSource  // the OAUTHBEARER token source, or nil
 	certs           []Certificate // read for its TLS configuration
 	autoOffsetReset OffsetReset
 	isolationLevel  IsolationLevel
