@@ -94,6 +94,7 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	line(keyProvenanceHeaders, fmt.Sprintf("%v (%s)", f.ProvenanceHeaders, f.provenanceMode))
 	line(keyCopyMode, f.CopyMode)
 	line(keyFencing, f.Fencing)
+	line(keyThrottle, f.ThrottleBytesPerSecond)
 	line(keyUseDefaultsFrom, f.UseDefaultsFrom)
 	line(keyTasksMax, f.TasksMax)
 	line(keyAdminTimeout, ms(f.AdminTimeout))

@@ -199,6 +199,10 @@ type Flow struct {
 	// writers of the flow (internal/fence), or FencingNone (always in the
 	// record mode).
 	Fencing Fencing
+	// ThrottleBytesPerSecond is mm2go's "mm2go.throttle.bytes.per.second":
+	// the most bytes of fetched source batches the flow copies per second,
+	// over all its tasks in this process; 0 (the default) means no limit.
+	ThrottleBytesPerSecond int64
 	// copyModeOrigin and fencingOrigin are the keys as written that set
 	// CopyMode and Fencing, "" where they took their defaults.
 	copyModeOrigin, fencingOrigin string
@@ -554,6 +558,7 @@ func (p *parser) buildFlow(s, t string) *Flow {
 	} else {
 		f.Fencing = choice(r, keyFencing, FencingNone, FencingEpoch)
 	}
+	f.ThrottleBytesPerSecond = r.integer(keyThrottle, 0, 0, math.MaxInt64, "0..9223372036854775807 bytes per second")
 	if e, ok := r.get(keyCopyMode); ok {
 		f.copyModeOrigin = e.origin
 	}

@@ -65,6 +65,9 @@ const (
 	// fences older writers with its transactional id's epoch ("epoch") or
 	// relies on the flow's lease alone ("none").
 	keyFencing = "mm2go.copy.fencing"
+	// keyThrottle is mm2go's own key: the most source bytes per second a
+	// flow copies (0: no limit).
+	keyThrottle = "mm2go.throttle.bytes.per.second"
 	// keyGroupSyncMode is mm2go's own key: when group-offset sync commits
 	// into target groups ("exact": only once the source group is empty;
 	// "periodic": MM2's rule).
@@ -156,7 +159,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
+	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyThrottle, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

@@ -42,6 +42,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			}
 			r.fetchError(t, p, err)
 		})
+		fetched := 0 // bytes of the copied records, counted for the throttle
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
@@ -79,6 +80,9 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				rec.Topic = p.remote
 				rec.Context = m
 				p.inflight.Add(1)
+				if r.throttle != nil {
+					fetched += recordSize(rec)
+				}
 				dst.Produce(produceCtx, rec, r.promise)
 			}
 			p.next = lastOffset + 1
@@ -90,6 +94,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 				p.end.Store(end)
 			}
 		})
+		r.throttled(ctx, fetched)
 	}
 }
 

@@ -95,6 +95,15 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		}
 		w := make(fwdWork)
 		fw.takeResponse(ctx, res, w)
+		if r.throttle != nil {
+			n := 0
+			for _, bs := range w {
+				for _, b := range bs {
+					n += b.size
+				}
+			}
+			r.throttled(ctx, n) // before the batches go: the send may recycle them
+		}
 		if len(w) == 0 {
 			if fw.troubled {
 				fw.troubled = false

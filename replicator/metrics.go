@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,6 +56,7 @@ type metrics struct {
 	cfgOverrides  *prometheus.CounterVec
 	blocked       *prometheus.GaugeVec
 	batches       *prometheus.CounterVec
+	throttled     *prometheus.CounterVec
 }
 
 // latencyBuckets are the buckets of the record age and replication latency
@@ -74,6 +76,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		records: counter("mm2go_replicator_records_total",
 			"Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
 			"flow", "topic"),
+		throttled: counter("mm2go_replicator_throttled_seconds_total",
+			"Time the copy waited to stay within mm2go.throttle.bytes.per.second (summed over the flow's tasks in this process).",
+			"flow"),
 		batches: counter("mm2go_replicator_batches_total",
 			"Batches the target acknowledged in the batches copy mode (mm2go.copy.mode=batches), by flow and path: forwarded as fetched, or reencoded by mm2go.",
 			"flow", "path"),
@@ -180,6 +185,10 @@ func (m *metrics) setPartitions(flow, task string, assigned, stalled int) {
 
 func (m *metrics) topicCreated(flow string) {
 	m.topicsCreated.WithLabelValues(flow).Inc()
+}
+
+func (m *metrics) throttledFor(flow string, d time.Duration) {
+	m.throttled.WithLabelValues(flow).Add(d.Seconds())
 }
 
 func (m *metrics) flushed(flow string) {

@@ -154,6 +154,8 @@ type Replicator struct {
 	// deferred counts the partitions the last discovery left for later
 	// (refresh goroutine only); see refreshLoop.
 	deferred int
+	// throttle limits the bytes copied per second; nil for no limit.
+	throttle *throttle
 	// discoveries counts the discovery rounds refreshLoop finished, failed
 	// ones included (what a test waits for before it asserts that a
 	// round changed nothing).
@@ -264,6 +266,9 @@ func New(o Options) (*Replicator, error) {
 		mapTopic: offsetmap.Topic(f.Source),
 		inc:      newIncarnations(),
 		caughtUp: make(chan struct{}, 1),
+		// Each task takes its share of the flow's limit, so that the flow
+		// stays within it wherever its tasks run.
+		throttle: newThrottle(float64(f.ThrottleBytesPerSecond) / float64(max(1, o.Tasks))),
 	}
 	if o.Tasks > 1 {
 		r.log = r.log.With(zap.Int("task", o.Task))
