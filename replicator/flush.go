@@ -69,7 +69,7 @@ func (r *Replicator) flush(ctx context.Context) error {
 		segs += len(pd.segs)
 	}
 	if len(recs) > 0 {
-		if err := r.o.Target.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if err := produceSync(ctx, r.o.Target, recs...); err != nil {
 			for _, pd := range pds {
 				pd.p.give(pd)
 			}
@@ -90,7 +90,7 @@ func (r *Replicator) flush(ctx context.Context) error {
 		syncs = r.syncRecords(pd, syncs)
 	}
 	if len(syncs) > 0 {
-		if err := r.syncCl.ProduceSync(ctx, syncs...).FirstErr(); err != nil {
+		if err := produceSync(ctx, r.syncCl, syncs...); err != nil {
 			for _, pd := range pds {
 				pd.p.give(pending{syncs: pd.syncs})
 			}
@@ -100,4 +100,20 @@ func (r *Replicator) flush(ctx context.Context) error {
 	}
 	r.m.flushWrote(r.flow, len(syncs), segs)
 	return nil
+}
+
+// produceSync is ProduceSync that returns when ctx ends even while
+// franz-go still holds the records: it fails a buffered record only at its
+// next try, which a broker answering with retriable errors puts off, and a
+// stop must keep to its drain deadline. Records given up on may still be
+// written, before those of a later call for the same partitions.
+func produceSync(ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) error {
+	done := make(chan error, 1)
+	go func() { done <- cl.ProduceSync(ctx, recs...).FirstErr() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
