@@ -199,13 +199,7 @@ func (b *clientBuilder) oauthMechanism(jaasKey string, options map[string]string
 		b.p.probs.errorf(key, format, args...)
 		ok = false
 	}
-	get := func(k string) (entry, bool) {
-		e, found := b.props[k]
-		if found && javaTrim(e.value) == "" {
-			return e, false
-		}
-		return e, found
-	}
+	get := b.setProp
 	seconds := func(k string, def time.Duration) time.Duration {
 		e, found := get(k)
 		if !found {

@@ -21,13 +21,7 @@ func (b *clientBuilder) tlsConfig() (*tls.Config, []string, bool) {
 		b.p.probs.errorf(key, format, args...)
 		ok = false
 	}
-	get := func(k string) (entry, bool) {
-		e, found := b.props[k]
-		if found && javaTrim(e.value) == "" {
-			return e, false
-		}
-		return e, found
-	}
+	get := b.setProp
 	var material []string
 	readFile := func(e entry) ([]byte, bool) {
 		path := b.p.abs(javaTrim(e.value))
@@ -459,4 +453,14 @@ func keyPair(keyPEM, chainPEM []byte, password *entry) (tls.Certificate, error) 
 		return tls.Certificate{}, fmt.Errorf("parse certificate chain: %w", err)
 	}
 	return certificate(key, certs)
+}
+
+// setProp returns the entry of k and whether it is set to something other
+// than blanks (Kafka treats a blank value as unset).
+func (b *clientBuilder) setProp(k string) (entry, bool) {
+	e, found := b.props[k]
+	if found && javaTrim(e.value) == "" {
+		return e, false
+	}
+	return e, found
 }
