@@ -227,24 +227,3 @@ func lastRecords(ctx context.Context, seeds []string, topic string, ends map[int
 	}
 	return last, nil
 }
-
-// sameRecord reports how two records differ in key, value, headers or
-// timestamp; "" when they do not.
-func sameRecord(a, b *kgo.Record) string {
-	switch {
-	case !bytes.Equal(a.Key, b.Key):
-		return fmt.Sprintf("key %q != %q", a.Key, b.Key)
-	case !bytes.Equal(a.Value, b.Value):
-		return "value differs"
-	case !a.Timestamp.Equal(b.Timestamp):
-		return fmt.Sprintf("timestamp %v != %v", a.Timestamp, b.Timestamp)
-	case len(a.Headers) != len(b.Headers):
-		return fmt.Sprintf("%d headers != %d", len(a.Headers), len(b.Headers))
-	}
-	for i := range a.Headers {
-		if a.Headers[i].Key != b.Headers[i].Key || !bytes.Equal(a.Headers[i].Value, b.Headers[i].Value) {
-			return fmt.Sprintf("header %d differs", i)
-		}
-	}
-	return ""
-}

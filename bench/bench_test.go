@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -209,36 +208,6 @@ func TestShapeRecord(t *testing.T) {
 	require.Equal(t, recordBytes(1024), int64(size))
 	// Same seed, same data: a reused backlog matches a regenerated one.
 	require.Equal(t, r.Value, newShape(1024, 1).record("t", 1234567, 8).Value)
-}
-
-func TestSameRecord(t *testing.T) {
-	base := func() *kgo.Record {
-		return &kgo.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(1000),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
-	}
-	for _, tc := range []struct {
-		name   string
-		change func(*kgo.Record)
-		want   string
-	}{
-		{name: "equal", change: func(*kgo.Record) {}, want: ""},
-		{name: "key", change: func(r *kgo.Record) { r.Key = []byte("j") }, want: "key"},
-		{name: "value", change: func(r *kgo.Record) { r.Value = []byte("w") }, want: "value"},
-		{name: "timestamp", change: func(r *kgo.Record) { r.Timestamp = time.UnixMilli(1001) }, want: "timestamp"},
-		{name: "header value", change: func(r *kgo.Record) { r.Headers[0].Value = []byte("y") }, want: "header 0"},
-		{name: "header count", change: func(r *kgo.Record) { r.Headers = nil }, want: "headers"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := base()
-			tc.change(b)
-			got := sameRecord(base(), b)
-			if tc.want == "" {
-				require.Empty(t, got)
-				return
-			}
-			require.Contains(t, got, tc.want)
-		})
-	}
 }
 
 func TestSummarizeAndTargets(t *testing.T) {

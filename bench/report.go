@@ -95,7 +95,7 @@ func runColumns() []string {
 		"phase", "contender", "round", "ok", "start", "records", "mb", "wall_s", "mb_per_s", "records_per_s",
 		"cpu_s", "mb_per_cpu_s", "peak_rss_mib", "rss_at_25pct_mib", "rss_at_end_mib", "first_record_s",
 		"src_broker_cpu_s", "dst_broker_cpu_s", "p50_ms", "p99_ms", "max_ms", "cpu_pct_at_rate",
-		"offset_syncs", "load1_before", "load1_after", "note", "error",
+		"offset_syncs", "verify_s", "load1_before", "load1_after", "note", "error",
 	}
 }
 
@@ -114,11 +114,19 @@ func (b *bench) writeRuns() error {
 			strconv.FormatInt(r.Records, 10), num(float64(r.Bytes) / 1e6), num(r.Wall.Seconds()), num(r.mbps()), num(r.rps()),
 			num(r.CPU.Seconds()), num(r.mbPerCPU()), mib(r.PeakRSS), mib(r.RSSQuarter), mib(r.RSSEnd), num(r.First.Seconds()),
 			num(r.SrcBrokerCPU.Seconds()), num(r.DstBrokerCPU.Seconds()), num(ms(r.P50)), num(ms(r.P99)), num(ms(r.PMax)),
-			num(r.LatCPUPct), strconv.FormatInt(r.Syncs, 10), num(r.LoadBefore[0]), num(r.LoadAfter[0]), strings.TrimSpace(r.Note), r.Err,
+			num(r.LatCPUPct), strconv.FormatInt(r.Syncs, 10), num(nan(r.Verify)), num(r.LoadBefore[0]), num(r.LoadAfter[0]), strings.TrimSpace(r.Note), r.Err,
 		})
 	}
 	w.Flush()
 	return w.Error()
+}
+
+// nan is d in seconds, NaN (not measured) when d is not positive.
+func nan(d time.Duration) float64 {
+	if d <= 0 {
+		return math.NaN()
+	}
+	return d.Seconds()
 }
 
 func num(x float64) string {
@@ -176,12 +184,6 @@ func summarize(results []runResult) []*summaryRow {
 		row.loadMax = max(row.loadMax, r.LoadBefore[0], r.LoadAfter[0])
 		if !r.OK {
 			continue
-		}
-		nan := func(d time.Duration) float64 {
-			if d <= 0 {
-				return math.NaN()
-			}
-			return d.Seconds()
 		}
 		if r.Phase == "latency" {
 			row.latOK++
@@ -394,6 +396,21 @@ func (b *bench) targets(rows []*summaryRow) string {
 	for _, n := range mm2gos {
 		if r := find(n); r != nil && b.phase("backlog") {
 			line("start to first record < 1 s: "+n, r.first, "%.2f s", r.first < 1)
+		}
+	}
+	for _, n := range mm2gos {
+		r := find(n)
+		if r == nil || !b.phase("backlog") {
+			continue
+		}
+		var xs []float64
+		for _, run := range r.rounds {
+			if run.Verify > 0 {
+				xs = append(xs, run.Verify.Seconds()/run.Wall.Seconds())
+			}
+		}
+		if x := median(xs); !math.IsNaN(x) {
+			line("`mm2go verify` of the backlog ≤ 2× the copy: "+n, x, "%.2f×", x <= 2)
 		}
 	}
 	p99 := func(r *summaryRow) float64 { return r.p99 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/internal/metric"
+	"github.com/mm2go/mm2go/policy"
 )
 
 // forward runs the batches copy mode's forwarder. What it fetched before ctx
@@ -98,10 +99,6 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 	}
 }
 
-// originHeader names the cluster a record was first produced on, when the
-// flow's mm2go.provenance.headers is on.
-const originHeader = "mm2go.origin"
-
 // skip reports whether a fetched record is not copied: a transaction
 // marker, or, with provenance headers, a record that came from the flow's
 // target (copying it back would loop). Skipped records are upstream gaps
@@ -114,7 +111,7 @@ func (r *Replicator) skip(rec *kgo.Record) bool {
 		return false
 	}
 	for _, h := range rec.Headers {
-		if h.Key == originHeader {
+		if h.Key == policy.OriginHeader {
 			return string(h.Value) == r.o.Flow.Target
 		}
 	}
@@ -124,11 +121,11 @@ func (r *Replicator) skip(rec *kgo.Record) bool {
 // stamp adds the origin header to a record produced on the source itself.
 func (r *Replicator) stamp(rec *kgo.Record) {
 	for _, h := range rec.Headers {
-		if h.Key == originHeader {
+		if h.Key == policy.OriginHeader {
 			return // copied from further upstream: keep its origin
 		}
 	}
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: originHeader, Value: r.origin})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: policy.OriginHeader, Value: r.origin})
 }
 
 // endOf is the end offset a fetch reports for its partition, given its high

@@ -1,7 +1,6 @@
 package replicator
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -230,7 +229,7 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		dst, src := dstRecs[tp{j.p.remote, j.p.partition}], srcRecs[k]
 		pl := out[k]
 		n := 0
-		for n < len(dst) && n < len(src) && sameRecord(src[n], dst[n]) {
+		for n < len(dst) && n < len(src) && policy.CopyDiff(src[n], dst[n]) == 0 {
 			pl.tail = append(pl.tail, [2]int64{src[n].Offset, dst[n].Offset})
 			pl.from = src[n].Offset + 1
 			n++
@@ -250,28 +249,6 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		}
 	}
 	return out, nil
-}
-
-// sameRecord reports whether dst is a copy of src: key, value and headers
-// byte for byte, and the timestamp unless the target assigns log append
-// time.
-func sameRecord(src, dst *kgo.Record) bool {
-	dh := dst.Headers
-	if n := len(dh); n == len(src.Headers)+1 && dh[n-1].Key == originHeader {
-		dh = dh[:n-1] // the provenance header mm2go added
-	}
-	if (src.Key == nil) != (dst.Key == nil) || !bytes.Equal(src.Key, dst.Key) ||
-		(src.Value == nil) != (dst.Value == nil) || !bytes.Equal(src.Value, dst.Value) ||
-		len(src.Headers) != len(dh) {
-		return false
-	}
-	for i, h := range src.Headers {
-		d := dh[i]
-		if h.Key != d.Key || (h.Value == nil) != (d.Value == nil) || !bytes.Equal(h.Value, d.Value) {
-			return false
-		}
-	}
-	return dst.Attrs.TimestampType() == 1 || src.Timestamp.Equal(dst.Timestamp)
 }
 
 // legacySyncs reads the flow's MM2 offset-syncs topic and returns its

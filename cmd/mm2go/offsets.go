@@ -47,6 +47,9 @@ type offlineFlow struct {
 	tgtAdm *kadm.Client
 	reader *kgo.Client
 	close  func()
+	// newClient makes another client of the flow's, in a role, with the
+	// command's logger; the caller closes it.
+	newClient func(config.Role, ...kgo.Opt) (*kgo.Client, error)
 }
 
 // flowFlags are the flags shared by the offsets and failover commands.
@@ -55,11 +58,11 @@ type flowFlags struct {
 	timeout    time.Duration
 }
 
-func (ff *flowFlags) register(fs *flag.FlagSet) {
+func (ff *flowFlags) register(fs *flag.FlagSet, timeout time.Duration) {
 	fs.StringVar(&ff.file, "c", "", "MirrorMaker 2 properties file")
 	fs.StringVar(&ff.file, "config", "", "same as -c")
 	fs.StringVar(&ff.flow, "flow", "", "the replication flow, as SOURCE->TARGET (may be left out when the file enables only one)")
-	fs.DurationVar(&ff.timeout, "timeout", time.Minute, "how long the command may take")
+	fs.DurationVar(&ff.timeout, "timeout", timeout, "how long the command may take")
 }
 
 // open loads the file, picks the flow and creates the clients.
@@ -124,7 +127,7 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 		return nil, exitFailure
 	}
 	closers = append(closers, reader.Close)
-	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll}, exitOK
+	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, exitOK
 }
 
 // runOffsets is `mm2go offsets translate|apply`.
@@ -148,7 +151,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		noLocal     bool
 		fromCps     bool
 	)
-	ff.register(fs)
+	ff.register(fs, time.Minute)
 	fs.StringVar(&group, "group", "", "consumer group (required)")
 	fs.StringVar(&topic, "topic", "", "only this source topic")
 	if sub == "apply" {
@@ -274,7 +277,7 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 		wait   bool
 		every  time.Duration
 	)
-	ff.register(fs)
+	ff.register(fs, time.Minute)
 	fs.Var(&groups, "group", "consumer group to check (repeatable; default: every group the flow checkpoints)")
 	fs.BoolVar(&wait, "wait", false, "check again until it is safe or --timeout passed, printing what it waits for")
 	fs.DurationVar(&every, "interval", 500*time.Millisecond, "with --wait, the time between two checks")

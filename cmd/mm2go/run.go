@@ -48,6 +48,9 @@ Usage:
                                   commit them to the group on the target (refused while it has members)
   mm2go failover check -c FILE --flow A->B [--group G ...]
                                   exit 0 only when switching the groups' consumers to the target is safe
+  mm2go verify -c FILE --flow A->B [--topics RE] [--since TIME] [--json]
+                                  compare every copied record with its source record; exit 0 only
+                                  when each is on the target once and unchanged, or explained
   mm2go version                   print the version
 
 Run 'mm2go COMMAND -h' for a command's flags.
@@ -57,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "demo", "validate", "topology", "status", "offsets", "failover", "version", "help", "-h", "--help":
+		case "run", "demo", "validate", "topology", "status", "offsets", "failover", "verify", "version", "help", "-h", "--help":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -76,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runOffsets(args, stdout, stderr)
 	case "failover":
 		return runFailover(args, stdout, stderr)
+	case "verify":
+		return runVerify(args, stdout, stderr)
 	case "version":
 		_, _ = fmt.Fprintf(stdout, "mm2go %s (commit %s)\n", version, commit)
 		return exitOK

@@ -14,7 +14,7 @@ func TestHelpExitsZero(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"run"}, {"demo"}, {"validate"}, {"topology"}, {"status"},
 		{"offsets"}, {"offsets", "translate"}, {"offsets", "apply"},
-		{"failover"}, {"failover", "check"},
+		{"failover"}, {"failover", "check"}, {"verify"},
 	} {
 		for _, help := range []string{"-h", "--help"} {
 			var stdout, stderr bytes.Buffer
