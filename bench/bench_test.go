@@ -282,3 +282,17 @@ func TestScaleSection(t *testing.T) {
 	require.Contains(t, got, "| 3 | 8.0 | 125.0 | 2.50 | 0.75 | 0.75 | 1.50 |")
 	require.Empty(t, scaleSection(rows[:1], 3, 6, 0.25), "no scale runs, no table")
 }
+
+func TestThrottleRate(t *testing.T) {
+	c := throttleContenders(1_000_000, 2_000_000, 50)
+	require.Equal(t, int64(20_000), c[0].throttle, "the stored batches over 50 s")
+	require.Equal(t, int64(40_000), c[1].throttle, "the payload over 50 s")
+	require.Contains(t, c[1].props, recordsMode)
+	rate, ratio := throttleRate(c[0], runResult{Wall: 51 * time.Second, First: time.Second})
+	require.InDelta(t, 20_000, rate, 1e-9)
+	require.InDelta(t, 1, ratio, 1e-9)
+	_, ratio = throttleRate(c[1], runResult{Wall: 46 * time.Second, First: 6 * time.Second})
+	require.InDelta(t, 1.25, ratio, 1e-9, "2 MB in 40 s against 40 kB/s")
+	rate, _ = throttleRate(c[0], runResult{Wall: time.Second, First: time.Second})
+	require.Zero(t, rate, "no copy time: no rate")
+}

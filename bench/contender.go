@@ -36,6 +36,10 @@ type contender struct {
 	// phase; 0 or 1: one), each in a cgroup of cpuQuota CPUs when > 0.
 	instances int
 	cpuQuota  float64
+	// throttle is the flow's mm2go.throttle.bytes.per.second (throttle
+	// phase; 0: none) and throttled the bytes the limit counts over the
+	// backlog.
+	throttle, throttled int64
 }
 
 // Names of the contenders.

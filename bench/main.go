@@ -86,6 +86,7 @@ type options struct {
 	scaleInstances      int
 	scaleTasks          int
 	scaleCPU            float64
+	throttleSeconds     float64
 }
 
 // Defaults of the tuned profiles; see bench/README.md for how they were
@@ -116,7 +117,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.latRate, "latency-rate", 10_000, "records per second in the latency phase")
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
-	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget)")
+	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes)")
 	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-records,mm2go-records-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
@@ -145,6 +146,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.sampleEvery, "sample-every", 250*time.Millisecond, "RSS/CPU sampling interval of a contender")
 	fs.IntVar(&o.scaleInstances, "scale-instances", 3, "scale phase: runs with 1 to this many mm2go instances on one file")
 	fs.IntVar(&o.scaleTasks, "scale-tasks", 6, "scale phase: tasks.max of the flow")
+	fs.Float64Var(&o.throttleSeconds, "throttle-seconds", 65, "throttle phase: the limit is set so that the copy of the backlog takes this long")
 	fs.Float64Var(&o.scaleCPU, "scale-cpu", 0.25, "scale phase: CPUs each instance may use (a cgroup quota; needs root)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -342,6 +344,16 @@ func benchmark(ctx context.Context, o *options) (err error) {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+			}
+		}
+	}
+	if b.phase("throttle") {
+		throttled := throttleContenders(b.src.diskBytes, b.src.bytes, o.throttleSeconds)
+		b.reps = append(b.reps, throttled...)
+		for _, c := range throttled {
+			b.record(b.replicate(ctx, c, 1, false))
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 		}
 	}

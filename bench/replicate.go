@@ -219,6 +219,8 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		phase = "profile"
 	case c.instances > 0:
 		phase = "scale"
+	case c.throttle > 0:
+		phase = "throttle"
 	}
 	res = runResult{Phase: phase, Contender: c.name, Round: round, Records: b.src.records, Bytes: b.src.bytes}
 	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, c.name, round, id))
@@ -367,8 +369,17 @@ func (b *bench) mm2goVerify(ctx context.Context, l launch) (time.Duration, error
 	ctx, cancel := context.WithTimeout(ctx, b.o.runTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, b.mm2go, "verify", "-c", filepath.Join(l.dir, "mm2.properties"), "--json", "--timeout", b.o.runTimeout.String()).Output()
+	cmd := exec.CommandContext(ctx, b.mm2go, "verify", "-c", filepath.Join(l.dir, "mm2.properties"), "--json", "--timeout", b.o.runTimeout.String())
+	out, err := cmd.Output()
 	took := time.Since(start)
+	var cpu time.Duration
+	var rssKiB int64
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			rssKiB = ru.Maxrss
+		}
+	}
 	var rep struct {
 		OK     bool `json:"ok"`
 		Totals struct {
@@ -381,7 +392,7 @@ func (b *bench) mm2goVerify(ctx context.Context, l launch) (time.Duration, error
 	if !rep.OK || rep.Totals.Matched != b.src.records {
 		return 0, fmt.Errorf("mm2go verify: ok=%v, %d of %d records matched", rep.OK, rep.Totals.Matched, b.src.records)
 	}
-	b.logf("mm2go verify matched %d records in %.1fs", rep.Totals.Matched, took.Seconds())
+	b.logf("mm2go verify matched %d records in %.1fs, CPU %.1fs, peak RSS %d MiB", rep.Totals.Matched, took.Seconds(), cpu.Seconds(), rssKiB>>10)
 	return took, nil
 }
 

@@ -292,6 +292,9 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	if b.phase("scale") {
 		s.WriteString(scaleSection(rows, o.scaleInstances, o.scaleTasks, o.scaleCPU))
 	}
+	if b.phase("throttle") {
+		s.WriteString(b.throttleSection())
+	}
 	s.WriteString("\nContenders:\n\n")
 	for _, c := range b.reps {
 		if b.wants(c.name) {

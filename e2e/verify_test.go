@@ -166,6 +166,7 @@ func TestIntegrationVerify(t *testing.T) {
 
 		// The text report names each finding's offsets.
 		code, out := runCmd(t, "verify", "-c", e.config())
+		t.Logf("mm2go verify:\n%s", out)
 		require.Equal(t, 1, code, out)
 		for _, want := range []string{
 			"1 missing on the target, the first at source offset 10",

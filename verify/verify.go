@@ -322,7 +322,7 @@ func verifyPartition(ctx context.Context, srcCl, dstCl *kgo.Client, j *job) erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	read := func(cl *kgo.Client, topic string, from, to int64) (*stream, func() error) {
-		ch := make(chan *kgo.Record, 4096)
+		ch := make(chan *kgo.Record, 1024)
 		var err error
 		done := make(chan struct{})
 		go func() {

@@ -66,7 +66,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 
 	o.Source, o.Policy, o.Replicated = of.flow.Source, of.sel.Policy, of.sel.ShouldReplicate
 	o.SourceAdmin, o.TargetAdmin, o.MapReader = of.srcAdm, of.tgtAdm, of.reader
-	readerOpts := append(itopic.ReaderOpts(), kgo.FetchMaxPartitionBytes(16<<20), kgo.FetchMaxBytes(32<<20))
+	readerOpts := append(itopic.ReaderOpts(), kgo.FetchMaxPartitionBytes(2<<20), kgo.FetchMaxBytes(2<<20))
 	o.NewSourceReader = func() (*kgo.Client, error) { return of.newClient(config.RoleSourceConsumer, readerOpts...) }
 	o.NewTargetReader = func() (*kgo.Client, error) { return of.newClient(config.RoleTargetConsumer, readerOpts...) }
 	rep, err := verify.Run(ctx, o)
@@ -114,8 +114,8 @@ func printVerify(w io.Writer, flow string, rep *verify.Report) {
 	for _, p := range rep.Partitions {
 		topics[p.Topic] = true
 	}
-	_, _ = fmt.Fprintf(w, "verify %s: %d partitions of %d topics in %.1f s: %d records matched; missing %d, duplicated %d, differing %d, extra %d\n",
-		flow, len(rep.Partitions), len(topics), rep.Elapsed.Seconds(), t.Matched, t.Missing.Count, t.Duplicated.Count, t.Differing.Count, t.Extra.Count)
+	_, _ = fmt.Fprintf(w, "verify %s: %s of %s in %.1f s: %d records matched; missing %d, duplicated %d, differing %d, extra %d\n",
+		flow, plural(len(rep.Partitions), "partition"), plural(len(topics), "topic"), rep.Elapsed.Seconds(), t.Matched, t.Missing.Count, t.Duplicated.Count, t.Differing.Count, t.Extra.Count)
 	if e := explained(t); e != "" {
 		_, _ = fmt.Fprintf(w, "explained, not errors: %s\n", e)
 	}
@@ -126,8 +126,8 @@ func printVerify(w io.Writer, flow string, rep *verify.Report) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		_, _ = fmt.Fprintln(tw, "TOPIC\tPARTITION\tREMOTE\tSOURCE OFFSETS\tTARGET OFFSETS\tMATCHED\tMISSING\tDUPLICATED\tDIFFERING\tEXTRA")
 		for _, p := range rep.Partitions {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%d-%d\t%d-%d\t%d\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.RemoteTopic,
-				p.SourceFrom, p.SourceTo, p.TargetFrom, p.TargetTo, p.Matched, p.Missing.Count, p.Duplicated.Count, p.Differing.Count, p.Extra.Count)
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.RemoteTopic,
+				offsetRange(p.SourceFrom, p.SourceTo), offsetRange(p.TargetFrom, p.TargetTo), p.Matched, p.Missing.Count, p.Duplicated.Count, p.Differing.Count, p.Extra.Count)
 		}
 		_ = tw.Flush()
 	}
@@ -154,6 +154,22 @@ func printVerify(w io.Writer, flow string, rep *verify.Report) {
 	} else {
 		_, _ = fmt.Fprintln(w, "NOT OK: see the findings above")
 	}
+}
+
+// offsetRange shows the offsets [from, to) as "from-last", "-" when empty.
+func offsetRange(from, to int64) string {
+	if to <= from {
+		return "-"
+	}
+	return fmt.Sprintf("%d-%d", from, to-1)
+}
+
+// plural is "1 partition", "2 partitions".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // explained lists the non-zero explained counts of t.
