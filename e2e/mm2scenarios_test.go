@@ -712,28 +712,51 @@ func scACLsOf(t *testing.T, adm *kadm.Client, topic string) []string {
 }
 
 // scAuthorizerCluster starts a one-node Kafka cluster with the
-// StandardAuthorizer (every client is ANONYMOUS, a super user) on free
-// ports below 32768, stops it when the test ends, and returns its bootstrap
-// address.
+// StandardAuthorizer (every client is ANONYMOUS, a super user) and returns
+// its bootstrap address.
 func scAuthorizerCluster(t *testing.T) string {
+	t.Helper()
+	return ownCluster(t, "mm2acl", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS").bootstrap
+}
+
+// testCluster is a one-node Kafka cluster of one test's own.
+type testCluster struct {
+	t            *testing.T
+	script, name string
+	bootstrap    string
+}
+
+// ownCluster starts a one-node Kafka cluster named prefix plus the test's
+// id on free ports below 32768, with extraProps (lines k=v separated by
+// "\n") in its server.properties, and stops it when the test ends.
+func ownCluster(t *testing.T, prefix, extraProps string) *testCluster {
 	t.Helper()
 	testbed := os.Getenv("MM2GO_TESTBED")
 	if testbed == "" {
 		testbed = filepath.Join("..", "testbed")
 	}
-	script := filepath.Join(testbed, "kafka-cluster.sh")
-	name := "mm2acl" + uid(t)
+	c := &testCluster{t: t, script: filepath.Join(testbed, "kafka-cluster.sh"), name: prefix + uid(t)}
 	port := scFreePortPair(t)
-	cmd := exec.Command(script, "start", name, strconv.Itoa(port), strconv.Itoa(port+1000))
-	cmd.Env = append(os.Environ(), "KAFKA_EXTRA_PROPS=authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS")
+	cmd := exec.Command(c.script, "start", c.name, strconv.Itoa(port), strconv.Itoa(port+1000))
+	if extraProps != "" {
+		cmd.Env = append(os.Environ(), "KAFKA_EXTRA_PROPS="+extraProps)
+	}
 	out, err := cmd.CombinedOutput()
 	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", name).CombinedOutput(); err != nil {
-			t.Logf("stop cluster %s: %v\n%s", name, err, out)
+		if out, err := exec.Command(c.script, "stop", c.name).CombinedOutput(); err != nil {
+			t.Logf("stop cluster %s: %v\n%s", c.name, err, out)
 		}
 	})
-	require.NoError(t, err, "start a cluster with an authorizer:\n%s", out)
-	return "127.0.0.1:" + strconv.Itoa(port)
+	require.NoError(t, err, "start cluster %s:\n%s", c.name, out)
+	c.bootstrap = "127.0.0.1:" + strconv.Itoa(port)
+	return c
+}
+
+// run runs kafka-cluster.sh with args on the cluster (term 1, restart-node 1).
+func (c *testCluster) run(args ...string) {
+	c.t.Helper()
+	out, err := exec.Command(c.script, append([]string{args[0], c.name}, args[1:]...)...).CombinedOutput()
+	require.NoError(c.t, err, "kafka-cluster.sh %v %s:\n%s", args, c.name, out)
 }
 
 // scFreePortPair returns a port p in [21000, 28000) such that p and p+1000

@@ -11,8 +11,7 @@ import (
 	"github.com/mm2go/mm2go/internal/loop"
 )
 
-// flushLoop stores progress every offset.flush.interval.ms and refreshes the
-// lag gauges.
+// flushLoop stores progress every offset.flush.interval.ms.
 func (r *Replicator) flushLoop(ctx context.Context) error {
 	interval := r.o.Flow.OffsetFlushInterval
 	if interval <= 0 {
@@ -20,7 +19,7 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var lastLag, lastFlush time.Time
+	var lastFlush time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -36,10 +35,6 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
 			r.m.error(r.flow, reasonProgressWrite)
 			r.log.Warn("store progress; retried at the next interval", zap.Error(err))
-		}
-		if time.Since(lastLag) >= r.o.LagInterval {
-			lastLag = time.Now()
-			r.updateLag(ctx)
 		}
 	}
 }

@@ -9,11 +9,37 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
-// updateLag lists the source end offsets of the assigned topics and sets the
-// lag gauges.
-func (r *Replicator) updateLag(ctx context.Context) {
+// lagLoop refreshes the lag gauges every LagInterval, apart from the copy
+// and the flush: a target that does not answer stalls those, and the lag
+// must keep growing meanwhile.
+func (r *Replicator) lagLoop(ctx context.Context) error {
+	loop.Every(ctx, r.o.LagInterval, func(ctx context.Context) { r.updateLag(ctx, r.o.SourceAdmin) })
+	return ctx.Err()
+}
+
+// Watch keeps the task's lag gauges moving after Run returned because the
+// task was taken from this instance: lost with the flow's group session
+// (its target does not answer, say) or revoked. Until ctx ends it lists the
+// source's end offsets with adm every LagInterval against the positions
+// the target acknowledged last; then, with forget, it deletes the gauges
+// (the task runs elsewhere now; without forget, it runs here again and its
+// new run sets them).
+func (r *Replicator) Watch(ctx context.Context, adm *kadm.Client, forget func() bool) {
+	r.updateLag(ctx, adm)
+	loop.Every(ctx, r.o.LagInterval, func(ctx context.Context) { r.updateLag(ctx, adm) })
+	if forget() {
+		r.forgetGauges()
+	}
+}
+
+// updateLag lists the source end offsets of the assigned topics with adm,
+// allowing LagInterval for the answer, and sets the lag gauges. When the
+// source does not answer, the gauges are computed from the ends listed last
+// (the age of the oldest uncopied record still grows).
+func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
 	var topics []string
 	r.mu.Lock()
 	for t := range r.parts {
@@ -25,14 +51,18 @@ func (r *Replicator) updateLag(ctx context.Context) {
 	}
 	var ends kadm.ListedOffsets
 	var err error
+	lctx, cancel := context.WithTimeout(ctx, r.o.LagInterval)
 	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
-		ends, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, topics...)
+		ends, err = adm.ListCommittedOffsets(lctx, topics...)
 	} else {
-		ends, err = r.o.SourceAdmin.ListEndOffsets(ctx, topics...)
+		ends, err = adm.ListEndOffsets(lctx, topics...)
+	}
+	cancel()
+	if ctx.Err() != nil {
+		return
 	}
 	if err != nil {
 		r.log.Debug("list source end offsets", zap.Error(err))
-		return
 	}
 	sums := make(map[string]int64, len(topics))
 	secs := make(map[string]float64, len(topics))
@@ -40,7 +70,7 @@ func (r *Replicator) updateLag(ctx context.Context) {
 	r.mu.Lock()
 	for t, ps := range r.parts {
 		for i, p := range ps {
-			if o, ok := ends.Lookup(t, i); ok && o.Err == nil {
+			if o, ok := ends.Lookup(t, i); err == nil && ok && o.Err == nil {
 				p.end.Store(o.Offset)
 			}
 			lag := max(p.lag(), 0)

@@ -319,7 +319,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover topics of %s: %w", f.Name(), err)
 	}
-	r.updateLag(ctx)
+	r.updateLag(ctx, r.o.SourceAdmin)
 	r.logStart()
 
 	// Records are produced with a context that outlives ctx by
@@ -338,6 +338,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 		g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
 	}
 	g.Go(func() error { return r.flushLoop(gctx) })
+	g.Go(func() error { return r.lagLoop(gctx) })
 	g.Go(func() error { return r.refreshLoop(gctx) })
 	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
 	// Once per flow: on task 0.
@@ -356,13 +357,18 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err := r.flush(drainCtx); err != nil {
 		r.log.Warn("store final progress", zap.Error(err))
 	}
-	var parts []tp
-	r.eachPartition(func(p *partition) { parts = append(parts, tp{p.topic, p.partition}) })
-	r.m.forgetTask(r.flow, r.task, parts)
+	r.forgetGauges()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
 	return nil
+}
+
+// forgetGauges deletes the task's gauges (see metrics.forgetTask).
+func (r *Replicator) forgetGauges() {
+	var parts []tp
+	r.eachPartition(func(p *partition) { parts = append(parts, tp{p.topic, p.partition}) })
+	r.m.forgetTask(r.flow, r.task, parts)
 }
 
 // ensureTopics creates the flow's internal topics where missing: the

@@ -51,6 +51,12 @@ type daemonOptions struct {
 	// InstanceID is this process's static identity in the flows' groups
 	// (internal/fence); "" joins them as a dynamic member.
 	InstanceID string
+	// UnreachableAfter is how long a flow's source or target may not
+	// answer before /readyz reports the flow not ready; 0: never.
+	UnreachableAfter time.Duration
+	// LagInterval is how often each replicator refreshes its lag and
+	// checks both clusters; 0: the replicator's default (5 s).
+	LagInterval time.Duration
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -180,6 +186,10 @@ func (d *daemon) ready(w http.ResponseWriter, _ *http.Request) {
 	var down []string
 	d.mu.Lock()
 	for name, h := range d.flows {
+		if why := h.fr.unreachable(d.o.UnreachableAfter); why != "" {
+			down = append(down, name+" ("+why+")")
+			continue
+		}
 		// A flow another instance runs (this one stands by) is ready:
 		// standing by is its job.
 		if _, ok := h.fr.stats(); (h.fr.flow.Enabled && !ok && !h.fr.standingBy()) || !d.m.isUp(name) {
@@ -336,6 +346,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				partitionMetrics: d.o.PartitionMetrics,
 				maxBufferedBytes: d.o.MaxBufferedBytes,
 				progressInterval: d.o.ProgressInterval,
+				lagInterval:      d.o.LagInterval,
 				instanceID:       d.o.InstanceID,
 			},
 			fingerprint: f.Fingerprint(),
@@ -389,6 +400,7 @@ type daemonMetrics struct {
 	reload     prometheus.Gauge
 	reloadTS   prometheus.Gauge
 	certExpiry *prometheus.GaugeVec
+	unreach    *prometheus.GaugeVec
 	mu         sync.Mutex
 	upFlows    map[string]bool
 }
@@ -441,6 +453,9 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 		certExpiry: gauge("mm2go_tls_certificate_expiry_timestamp_seconds",
 			"When a certificate a flow's clients present (certificate=client) or trust (certificate=trusted) expires, in seconds since the Unix epoch; loading the file warns 14 days before.",
 			"flow", "cluster", "certificate", "subject"),
+		unreach: gauge("mm2go_flow_cluster_unreachable_seconds",
+			"How long the flow's checks of a cluster (cluster: source or target; a Metadata request every 5 s) have failed without a break; 0 while it answers. /readyz reports the flow not ready once it reaches --ready.unreachable-after.",
+			"flow", "cluster"),
 		reloadTS: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mm2go_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration was last loaded successfully (start or reload), in seconds since the Unix epoch.",
@@ -478,7 +493,7 @@ func (m *daemonMetrics) initFlow(flow string) {
 // no alert fires on its last values.
 func (m *daemonMetrics) forgetFlow(flow string) {
 	labels := prometheus.Labels{"flow": flow}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.tasks, m.taskDefs, m.lost, m.gen, m.rebal, m.rebalSec, m.certExpiry} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.up, m.restarts, m.workers, m.tasks, m.taskDefs, m.lost, m.gen, m.rebal, m.rebalSec, m.certExpiry, m.unreach} {
 		v.DeletePartialMatch(labels)
 	}
 	m.mu.Lock()
@@ -537,6 +552,10 @@ func (m *daemonMetrics) inGroup(flow string, n int) {
 
 func (m *daemonMetrics) revoked(flow string, took time.Duration) {
 	m.rebalSec.WithLabelValues(flow).Add(took.Seconds())
+}
+
+func (m *daemonMetrics) unreachable(flow, cluster string, d time.Duration) {
+	m.unreach.WithLabelValues(flow, cluster).Set(d.Seconds())
 }
 
 func (m *daemonMetrics) taskLost(flow string) { m.lost.WithLabelValues(flow).Inc() }

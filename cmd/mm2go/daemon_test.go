@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -410,4 +413,93 @@ func TestDaemonReloadDrainsFlowsTogether(t *testing.T) {
 	for _, name := range []string{"X->Y1", "X->Y2", "X->Y3"} {
 		require.NotContains(t, d.flows, name)
 	}
+}
+
+// TestTargetOutage: while the target does not answer, /readyz reports the
+// flow not ready, naming the cluster, once UnreachableAfter passed, and
+// the unreachable gauge grows; the task is lost with the flow's group
+// session (its coordinator is on the target), and its lag gauge stays and
+// follows the source. When the target answers again, all goes back.
+func TestTargetOutage(t *testing.T) {
+	src, dst := newCluster(t), newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "orders")
+	require.NoError(t, err)
+	produce := func(n int) {
+		var rs []*kgo.Record
+		for i := range n {
+			rs = append(rs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte{byte(i)}})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+	}
+	produce(100)
+	var down atomic.Bool
+	dst.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if down.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	reg := prometheus.NewRegistry()
+	d, err := newDaemon(daemonOptions{
+		Config: testConfig(t, src, dst), Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),
+		Registry: reg, ListenAddress: "127.0.0.1:0", DrainTimeout: time.Second,
+		UnreachableAfter: time.Second, LagInterval: 100 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		down.Store(false)
+		d.Stop()
+		require.NoError(t, <-done)
+	}()
+	base := "http://" + d.Addr()
+	ready := func() (int, string) {
+		resp, err := http.Get(base + "/readyz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	gauge := func(name string, labels map[string]string) (float64, bool) {
+		return seriesValue(t, base+"/metrics", name, labels)
+	}
+	lag := func() float64 {
+		v, ok := gauge("mm2go_replicator_lag_records", map[string]string{"flow": "A->B", "topic": "orders"})
+		if !ok {
+			return -1 // no series
+		}
+		return v
+	}
+	unreachable := func() float64 {
+		v, _ := gauge("mm2go_flow_cluster_unreachable_seconds", map[string]string{"flow": "A->B", "cluster": "target"})
+		return v
+	}
+	require.Eventually(t, func() bool { code, _ := ready(); return code == http.StatusOK && lag() == 0 }, 20*time.Second, 50*time.Millisecond)
+
+	down.Store(true)
+	outage := time.Now()
+	var body string
+	require.Eventually(t, func() bool { _, body = ready(); return strings.Contains(body, "target B unreachable") }, 10*time.Second, 50*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(outage), time.Second, "not before UnreachableAfter")
+	require.Contains(t, body, "not ready: [A->B (target B unreachable for ")
+	require.GreaterOrEqual(t, unreachable(), 0.5, "set at each check, every LagInterval")
+	require.Eventually(t, func() bool {
+		lost, _ := gauge("mm2go_flow_tasks_lost_total", map[string]string{"flow": "A->B"})
+		running, _ := gauge("mm2go_flow_tasks", map[string]string{"flow": "A->B"})
+		return lost == 1 && running == 0
+	}, 20*time.Second, 50*time.Millisecond, "the task lost with the group session, its heartbeats unanswered")
+	produce(50)
+	require.Eventually(t, func() bool { return lag() == 50 }, 10*time.Second, 50*time.Millisecond,
+		"the lag of the lost task follows the source while the target is down")
+
+	down.Store(false)
+	require.Eventually(t, func() bool { code, _ := ready(); return code == http.StatusOK && lag() == 0 && unreachable() == 0 },
+		20*time.Second, 50*time.Millisecond)
 }

@@ -41,8 +41,16 @@ type flowRunner struct {
 	partitionMetrics bool
 	maxBufferedBytes int64
 	progressInterval time.Duration
+	lagInterval      time.Duration
 
 	instanceID string
+	// srcReach and dstReach follow whether the flow's clusters answer
+	// (probe); probeSrc is the probe's source admin client, which the
+	// lag watches of stopped tasks share.
+	srcReach, dstReach reach
+	probeSrc           atomic.Pointer[kadm.Client]
+	watches            watches
+	life               context.Context // supervise's: the watches end with it
 	// lease is the flow's current lease, while run has one.
 	lease atomic.Pointer[fence.Lease]
 	// running counts the tasks this process runs.
@@ -65,6 +73,9 @@ func policyFor(f *config.Flow) policy.Policy {
 // exponential backoff (1s to 1m) after a failure. A flow that ran for a while
 // before failing starts over at the shortest backoff.
 func (fr *flowRunner) supervise(ctx context.Context) {
+	fr.life = ctx
+	defer fr.startProbe(ctx)()
+	defer fr.watches.stopAll()
 	const maxBackoff = time.Minute
 	backoff := loop.Backoff{Min: time.Second, Max: maxBackoff}
 	for {
@@ -181,11 +192,11 @@ func (fr *flowRunner) runTask(ctx context.Context, g *fence.Grant, tasks int, wo
 	fr.m.running(f.Name(), int(fr.running.Add(1)))
 	defer func() { fr.m.running(f.Name(), int(fr.running.Add(-1))) }()
 	// The workers stop when the process stops or the grant ends.
-	wctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(g.Context(), cancel)
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(g.Context(), func() { cancel(grantEnded{g.Generation}) })
 	err := work(wctx, int(g.Task), tasks)
 	stop()
-	cancel()
+	cancel(nil)
 	switch {
 	case ctx.Err() != nil:
 		return nil
@@ -257,6 +268,7 @@ func (fr *flowRunner) joinLease(ctx context.Context) (*fence.Lease, int, error) 
 		Rebalance:  max(leaseRebalance, fr.drainTimeout+5*time.Second),
 		InstanceID: fr.instanceID,
 		OnAssigned: func(gen int32, tasks []int32) {
+			fr.watches.assigned(gen, tasks)
 			fr.m.assigned(f.Name(), gen)
 			fr.log.Info("flow's group assigned tasks", zap.Int32("generation", gen), zap.Int32s("tasks_here", tasks))
 		},
@@ -372,6 +384,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		DrainTimeout:     fr.drainTimeout,
 		PartitionMetrics: fr.partitionMetrics,
 		ProgressInterval: fr.progressInterval,
+		LagInterval:      fr.lagInterval,
 		Task:             task,
 		Tasks:            tasks,
 	})
@@ -384,10 +397,15 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	}
 	fr.reps[task] = rep
 	fr.mu.Unlock()
+	fr.watches.stopTask(task)
 	defer func() {
 		fr.mu.Lock()
 		delete(fr.reps, task)
 		fr.mu.Unlock()
+		var ended grantEnded
+		if errors.As(context.Cause(ctx), &ended) {
+			fr.watches.start(fr.life, task, ended.gen, rep, fr.probeSrc.Load())
+		}
 	}()
 
 	g, gctx := errgroup.WithContext(ctx)

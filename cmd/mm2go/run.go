@@ -101,6 +101,8 @@ type commonFlags struct {
 	maxBufferedBytes int64
 	progressInterval time.Duration
 	instanceID       string
+	unreachableAfter time.Duration
+	lagInterval      time.Duration
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
@@ -108,6 +110,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.StringVar(&c.logFormat, "log.format", string(logConsole), "log format: console or json")
 	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address for /metrics, /healthz and /readyz; empty disables it")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
+	fs.DurationVar(&c.lagInterval, "lag-interval", 5*time.Second, "how often each flow refreshes its lag gauges and checks that its source and target answer (each check may take as long)")
+	fs.DurationVar(&c.unreachableAfter, "ready.unreachable-after", time.Minute, "/readyz reports a flow not ready once its source or target cluster has not answered for this long (0: never)")
 	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
 	fs.DurationVar(&c.progressInterval, "log.progress-interval", 30*time.Second, "while a backlog is copied, how often each flow logs copied records, rate and ETA")
 	fs.BoolVar(&c.pprof, "debug.pprof", false, "serve Go's profiler at /debug/pprof/ on the web listen address")
@@ -258,6 +262,8 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 		MaxBufferedBytes: cf.maxBufferedBytes,
 		ProgressInterval: cf.progressInterval,
 		InstanceID:       cf.instanceID,
+		UnreachableAfter: cf.unreachableAfter,
+		LagInterval:      cf.lagInterval,
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
