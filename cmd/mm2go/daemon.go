@@ -130,6 +130,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("/readyz", d.ready)
+		mux.HandleFunc("/api/v1/offsets", d.offsetsAPI)
 		if o.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -61,17 +61,8 @@ func testConfig(t *testing.T, src, dst *kfake.Cluster, extra ...string) *config.
 // and checks the copied data, the HTTP endpoints and a bounded shutdown.
 func TestDaemon(t *testing.T) {
 	src, dst := newCluster(t), newCluster(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	defer cl.Close()
+	ordersOn(t, src)(100)
 	ctx := context.Background()
-	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "orders")
-	require.NoError(t, err)
-	var rs []*kgo.Record
-	for i := range 100 {
-		rs = append(rs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte{byte(i)}})
-	}
-	require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
 
 	reg := prometheus.NewRegistry()
 	d, err := newDaemon(daemonOptions{
@@ -116,6 +107,25 @@ func TestDaemon(t *testing.T) {
 	d.Stop()
 	require.NoError(t, <-done)
 	require.Less(t, time.Since(stopped), 10*time.Second, "shutdown is bounded")
+}
+
+// ordersOn creates the topic "orders" (2 partitions) on c and returns a
+// function that writes n records to it, round robin.
+func ordersOn(t *testing.T, c *kfake.Cluster) (produce func(n int)) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 2, 1, nil, "orders")
+	require.NoError(t, err)
+	return func(n int) {
+		t.Helper()
+		var rs []*kgo.Record
+		for i := range n {
+			rs = append(rs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte{byte(i)}})
+		}
+		require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
+	}
 }
 
 func get(t *testing.T, url string) string {
@@ -422,20 +432,9 @@ func TestDaemonReloadDrainsFlowsTogether(t *testing.T) {
 // follows the source. When the target answers again, all goes back.
 func TestTargetOutage(t *testing.T) {
 	src, dst := newCluster(t), newCluster(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx := context.Background()
-	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "orders")
-	require.NoError(t, err)
-	produce := func(n int) {
-		var rs []*kgo.Record
-		for i := range n {
-			rs = append(rs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte{byte(i)}})
-		}
-		require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
-	}
+	produce := ordersOn(t, src)
 	produce(100)
+	ctx := context.Background()
 	var down atomic.Bool
 	dst.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
 		dst.KeepControl()

@@ -130,14 +130,17 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, exitOK
 }
 
+const offsetsUsage = `usage: mm2go offsets translate -c FILE [--flow A->B] --group G | --groups RE [--topic T] [--json]
+       mm2go offsets apply -c FILE [--flow A->B] --group G [--topic T]`
+
 // runOffsets is `mm2go offsets translate|apply`.
 func runOffsets(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "translate" && args[0] != "apply") {
 		if len(args) > 0 && isHelp(args[0]) {
-			_, _ = fmt.Fprintln(stdout, "usage: mm2go offsets translate|apply -c FILE [--flow A->B] --group G [--topic T]")
+			_, _ = fmt.Fprintln(stdout, offsetsUsage)
 			return exitOK
 		}
-		_, _ = fmt.Fprintln(stderr, "usage: mm2go offsets translate|apply -c FILE [--flow A->B] --group G [--topic T]")
+		_, _ = fmt.Fprintln(stderr, offsetsUsage)
 		return exitUsage
 	}
 	sub := args[0]
@@ -150,10 +153,16 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 		allowRewind bool
 		noLocal     bool
 		fromCps     bool
+		groups      string
+		asJSON      bool
 	)
 	ff.register(fs, time.Minute)
-	fs.StringVar(&group, "group", "", "consumer group (required)")
+	fs.StringVar(&group, "group", "", "consumer group (required, unless --groups)")
 	fs.StringVar(&topic, "topic", "", "only this source topic")
+	if sub == "translate" {
+		fs.StringVar(&groups, "groups", "", "every source group matching these regular expressions (comma-separated, Java syntax, as the file's groups)")
+		fs.BoolVar(&asJSON, "json", false, "print the offsets as JSON, the document GET /api/v1/offsets returns")
+	}
 	if sub == "apply" {
 		fs.BoolVar(&allowRewind, "allow-rewind", false, "also commit offsets lower than the group's current ones on the target")
 		fs.BoolVar(&noLocal, "no-local-topics", false, "do not set the group's offsets on local target topics named like the replicated ones")
@@ -161,6 +170,9 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return parseFailed(err)
+	}
+	if sub == "translate" {
+		return runTranslate(ff, group, groups, topic, asJSON, stdout, stderr)
 	}
 	if group == "" {
 		_, _ = fmt.Fprintln(stderr, "mm2go: --group is required")
@@ -207,10 +219,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
-	printTranslations(stdout, of.flow, group, offs)
-	if sub == "translate" {
-		return exitOK
-	}
+	printTranslations(stdout, of.flow.Name(), group, translated(group, offs))
 	if idx == nil {
 		idx = checkpoint.NewIndex(0, nil) // no offset map: nothing to lower to
 	}
@@ -233,14 +242,14 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printTranslations(w io.Writer, f *config.Flow, group string, offs []checkpoint.GroupOffset) {
-	_, _ = fmt.Fprintf(w, "group %s, flow %s\n", group, f.Name())
+func printTranslations(w io.Writer, flow, group string, offs []translatedOffset) {
+	_, _ = fmt.Fprintf(w, "group %s, flow %s\n", group, flow)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "SOURCE TOPIC\tPARTITION\tSOURCE OFFSET\tTARGET TOPIC\tTARGET OFFSET\tMODE")
 	for _, o := range offs {
 		target, mode := "-", "unknown (nothing replicated)"
-		if o.Known {
-			target, mode = fmt.Sprint(o.Translation.Downstream), o.Translation.Mode.String()
+		if o.TargetOffset != nil {
+			target, mode = fmt.Sprint(*o.TargetOffset), o.Mode
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", o.Topic, o.Partition, o.SourceOffset, o.RemoteTopic, target, mode)
 	}
@@ -354,15 +363,27 @@ func checkFailover(ctx context.Context, of *offlineFlow, groups []string, stderr
 // other producers' records); a gap it could not read is named on stderr and
 // counts as other producers' records.
 func (of *offlineFlow) loadIndex(ctx context.Context, stderr io.Writer) (*checkpoint.Index, error) {
-	idx, err := checkpoint.LoadIndex(ctx, of.reader, offsetmap.Topic(of.flow.Source), 0)
+	idx, warn, err := loadIndex(ctx, of.reader, of.flow, of.sel)
+	if warn != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: warning: %v\n", warn)
+	}
+	return idx, err
+}
+
+// loadIndex reads the flow's offset map into an index with reader (see
+// itopic.ReadAll) and classifies its gaps on the target. warn says what
+// could not be classified: until it is, it counts as records of other
+// producers.
+func loadIndex(ctx context.Context, reader *kgo.Client, f *config.Flow, sel policy.TopicSelector) (idx *checkpoint.Index, warn, err error) {
+	idx, err = checkpoint.LoadIndex(ctx, reader, offsetmap.Topic(f.Source), 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	remote := func(t string) string { return of.sel.Policy.FormatRemoteTopic(of.flow.Source, t) }
-	if err := idx.ClassifyGaps(ctx, of.reader, remote); err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: warning: %v; until it is read it counts as records of other producers\n", err)
+	remote := func(t string) string { return sel.Policy.FormatRemoteTopic(f.Source, t) }
+	if err := idx.ClassifyGaps(ctx, reader, remote); err != nil {
+		warn = fmt.Errorf("%w; until it is read it counts as records of other producers", err)
 	}
-	return idx, nil
+	return idx, warn, nil
 }
 
 func printReport(w io.Writer, f *config.Flow, rep checkpoint.Report) {

@@ -42,8 +42,9 @@ Usage:
   mm2go topology -c FILE          per cluster, the upstream clusters and hops (MM2's MirrorClient)
   mm2go status -c FILE [--flow A->B] [--partitions]
                                   per flow, the instances in its group and the tasks each runs
-  mm2go offsets translate -c FILE --flow A->B --group G [--topic T]
-                                  the group's source offsets and their exact target offsets
+  mm2go offsets translate -c FILE --flow A->B --group G | --groups RE [--topic T] [--json]
+                                  the groups' source offsets and their exact target offsets
+                                  (also served as GET /api/v1/offsets?flow=A->B&group=RE)
   mm2go offsets apply -c FILE --flow A->B --group G
                                   commit them to the group on the target (refused while it has members)
   mm2go failover check -c FILE --flow A->B [--group G ...]

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -75,9 +74,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(struct {
+		_ = writeJSON(stdout, struct {
 			Flow string `json:"flow"`
 			OK   bool   `json:"ok"`
 			*verify.Report
