@@ -341,6 +341,19 @@ func copyModeLine() string {
 	return ""
 }
 
+// firstPassOnly runs test only in the suite's first pass (the default copy
+// mode): testbed/test.sh runs the end-to-end tests again in the record copy
+// mode, where test would check nothing that depends on the mode.
+func firstPassOnly(test func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) {
+		t.Helper()
+		if copyModeLine() != "" {
+			t.Skip("the same in both copy modes; the first pass runs it")
+		}
+		test(t)
+	}
+}
+
 // fenced reports whether the suite's flows fence (the batches mode's
 // default), which puts an abort marker into every remote partition at each
 // start: a fresh topic's copies then start at offset 1, not 0.

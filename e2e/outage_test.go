@@ -22,10 +22,9 @@ import (
 // unreachable gauge grows for D, and /readyz answers 503 naming both,
 // once --ready.unreachable-after passed. When D is back, the copies catch
 // up and /readyz answers 200 again.
-func TestIntegrationClusterOutage(t *testing.T) {
-	if copyModeLine() != "" {
-		t.Skip("the outage handling is the same in both copy modes; the first pass runs it")
-	}
+func TestIntegrationClusterOutage(t *testing.T) { firstPassOnly(testClusterOutage)(t) }
+
+func testClusterOutage(t *testing.T) {
 	e := newEnv(t)
 	d := ownCluster(t, "outage", "")
 	dAlias := "d" + e.id

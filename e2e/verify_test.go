@@ -106,7 +106,7 @@ func TestIntegrationVerify(t *testing.T) {
 		require.Zero(t, rep.Totals.NotCopied+rep.Totals.AfterMap+rep.Totals.BeforeMap, "nothing left to explain after a clean stop")
 	})
 
-	t.Run("discrepancies", func(t *testing.T) {
+	t.Run("discrepancies", firstPassOnly(func(t *testing.T) { // a copy made by hand
 		e := newEnv(t)
 		topic := e.topic("d")
 		remote := e.remote(topic)
@@ -176,7 +176,7 @@ func TestIntegrationVerify(t *testing.T) {
 		} {
 			require.Contains(t, out, want)
 		}
-	})
+	}))
 
 	t.Run("compacted source", func(t *testing.T) {
 		e := newEnv(t)
