@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -104,6 +105,33 @@ func TestIntegrationVerify(t *testing.T) {
 		require.Zero(t, code)
 		require.Equal(t, records(t, e.srcAdm, topic), rep.Totals.Matched, "every source record matched once the flow stopped")
 		require.Zero(t, rep.Totals.NotCopied+rep.Totals.AfterMap+rep.Totals.BeforeMap, "nothing left to explain after a clean stop")
+	})
+
+	t.Run("follow", func(t *testing.T) {
+		e := newEnv(t)
+		topic := e.topic("f")
+		e.createTopic(topic, 2, nil)
+		cfg := e.config()
+		mm := e.start(mmArgs(cfg)...)
+		addr := freePort(t)
+		v := e.start("verify", "-c", cfg, "--follow", "--interval", "300ms", "--web.listen-address", addr)
+		var seq int
+		for range 5 {
+			produceN(t, e.srcCl, []string{topic}, 2, 200, &seq)
+			time.Sleep(200 * time.Millisecond)
+		}
+		series := func(result string) float64 {
+			return scrape(t, addr, `mm2go_verify_records_total{flow="`+e.src+"->"+e.dst+`",result="`+result+`",topic="`+topic+`"}`)
+		}
+		eventually(t, time.Minute, "every record verified once, round after round", func() bool { return series("matched") == 1000 })
+		for _, r := range []string{"missing", "duplicated", "differing", "extra"} {
+			require.Zero(t, series(r), r)
+		}
+		for p := range 2 {
+			require.Equal(t, 500.0, scrape(t, addr, `mm2go_verify_source_offset{flow="`+e.src+"->"+e.dst+`",partition="`+strconv.Itoa(p)+`",topic="`+topic+`"}`))
+		}
+		require.Zero(t, v.stop(t, syscall.SIGTERM, 30*time.Second))
+		require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
 	})
 
 	t.Run("discrepancies", firstPassOnly(func(t *testing.T) { // a copy made by hand

@@ -36,6 +36,10 @@ type Options struct {
 	// Since, when set, starts each partition at its first record at or
 	// after this time instead of the offset map's start.
 	Since time.Time
+	// From, when it has a partition, starts it at that source offset: where
+	// the previous round of a continuous verification ended (its
+	// Partition.SourceTo).
+	From map[offsetmap.TP]int64
 
 	SourceAdmin, TargetAdmin *kadm.Client
 	// MapReader reads the offset map from the target (itopic.ReaderOpts).
@@ -139,7 +143,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		tps := byTopic[t]
 		slices.SortFunc(tps, func(a, b offsetmap.TP) int { return int(a.Partition - b.Partition) })
 		for _, tp := range tps {
-			jobs = append(jobs, plan(tp, remote, st[tp], src, tgt, compacted[remote]))
+			from, ok := o.From[tp]
+			if !ok {
+				from = -1
+			}
+			jobs = append(jobs, plan(tp, remote, st[tp], src, tgt, compacted[remote], from))
 		}
 	}
 	if err := runJobs(ctx, o, jobs); err != nil {
@@ -217,11 +225,13 @@ func compactedTopics(ctx context.Context, adm *kadm.Client, topics []string) (ma
 // plan sets the ranges one partition is read in: on the source from the
 // map's first segment (or since) to the flow's position, capped by the
 // source's log; on the target from the copy of the first record read to
-// the target's end. A partition without segments (mp nil or empty) is not
-// read: its records are not copied yet.
-func plan(tp offsetmap.TP, remote string, mp *offsetmap.Partition, src, tgt ranges, compacted bool) *job {
+// the target's end; resume, when not negative, is where a previous round
+// ended. A partition without segments (mp nil or empty) is not read: its
+// records are not copied yet.
+func plan(tp offsetmap.TP, remote string, mp *offsetmap.Partition, src, tgt ranges, compacted bool, resume int64) *job {
 	j := &job{p: Partition{Topic: tp.Topic, Partition: tp.Partition, RemoteTopic: remote}}
 	srcStart, srcEnd, since, err := src.lookup(tp.Topic, tp.Partition)
+	since = max(since, resume)
 	if err == nil && (mp == nil || len(mp.Segments) == 0) {
 		from := max(srcStart, since)
 		j.p.SourceFrom, j.p.SourceTo = from, from

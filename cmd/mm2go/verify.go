@@ -5,14 +5,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/loop"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/verify"
 )
@@ -29,8 +38,14 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		since   string
 		asJSON  bool
 		workers int
+		follow  bool
+		every   time.Duration
+		listen  string
 	)
 	ff.register(fs, time.Hour)
+	fs.BoolVar(&follow, "follow", false, "verify continuously: every --interval, what was copied since the last round, exporting mm2go_verify_* metrics; until SIGINT or SIGTERM")
+	fs.DurationVar(&every, "interval", 30*time.Second, "with --follow, the pause between rounds")
+	fs.StringVar(&listen, "web.listen-address", "", "with --follow, address to serve /metrics on (empty: none)")
 	fs.StringVar(&topics, "topics", "", "only source topics matching these regular expressions (comma-separated, Java syntax, as the file's topics)")
 	fs.StringVar(&since, "since", "", "start each partition at its first record at or after this time: RFC 3339 (2026-12-02T10:00:00Z) or a duration back from now (90m)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -60,14 +75,17 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer of.close()
-	ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
-	defer cancel()
 
 	o.Source, o.Policy, o.Replicated = of.flow.Source, of.sel.Policy, of.sel.ShouldReplicate
 	o.SourceAdmin, o.TargetAdmin, o.MapReader = of.srcAdm, of.tgtAdm, of.reader
 	readerOpts := append(itopic.ReaderOpts(), kgo.FetchMaxPartitionBytes(2<<20), kgo.FetchMaxBytes(2<<20))
 	o.NewSourceReader = func() (*kgo.Client, error) { return of.newClient(config.RoleSourceConsumer, readerOpts...) }
 	o.NewTargetReader = func() (*kgo.Client, error) { return of.newClient(config.RoleTargetConsumer, readerOpts...) }
+	if follow {
+		return followVerify(o, of.flow.Name(), ff.timeout, every, listen, stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ff.timeout)
+	defer cancel()
 	rep, err := verify.Run(ctx, o)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: verify %s: %v\n", of.flow.Name(), err)
@@ -86,6 +104,78 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// followVerify runs verification rounds every interval until SIGINT or
+// SIGTERM, each partition starting where the previous round ended, and
+// exports their results as metrics. Findings are logged with their offsets;
+// the exit code is 0 after a signal, 1 when /metrics cannot be served.
+func followVerify(o verify.Options, flow string, timeout, interval time.Duration, listen string, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	reg := prometheus.NewRegistry()
+	log, _, err := newLogger(stderr, "info", logConsole, reg)
+	if err != nil {
+		return exitUsage
+	}
+	log = log.With(zap.String("flow", flow))
+	m := verify.NewMetrics(reg)
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: --web.listen-address %s: %v\n", listen, err)
+			return exitFailure
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("serving /metrics", zap.String("address", ln.Addr().String()))
+	}
+	o.From = make(map[offsetmap.TP]int64)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		rep, err := verify.Run(rctx, o)
+		cancel()
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		if err != nil {
+			log.Warn("verification round failed; tried again at the next", zap.Error(err))
+			m.Round(flow, nil)
+		} else {
+			m.Round(flow, rep)
+			for _, p := range rep.Partitions {
+				logFindings(log, &p)
+				if p.Error == "" {
+					o.From[offsetmap.TP{Topic: p.Topic, Partition: p.Partition}] = p.SourceTo
+				}
+			}
+			log.Info("verified", zap.Int64("matched", rep.Totals.Matched), zap.Bool("ok", rep.OK()), zap.Duration("took", rep.Elapsed))
+		}
+		if !loop.Sleep(ctx, interval) {
+			return exitOK
+		}
+	}
+}
+
+// logFindings logs what a round found in a partition, one warning per kind.
+func logFindings(log *zap.Logger, p *verify.Partition) {
+	where := []zap.Field{zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.String("target_topic", p.RemoteTopic)}
+	if p.Error != "" {
+		log.Warn("partition not verified to the end; again at the next round", append(where, zap.String("error", p.Error))...)
+	}
+	for _, f := range []struct {
+		what string
+		f    verify.Finding
+	}{{"records missing on the target", p.Missing}, {"records copied twice", p.Duplicated},
+		{"copies differ from their source records (" + p.DifferingFields + ")", p.Differing},
+		{"target records copy no source record", p.Extra}} {
+		if f.f.Count > 0 {
+			log.Warn(f.what, append(where, zap.Int64("count", f.f.Count), zap.Int64("first_source_offset", f.f.FirstSource), zap.Int64("first_target_offset", f.f.FirstTarget))...)
+		}
+	}
 }
 
 // parseSince reads --since: a time in RFC 3339 or a duration before now.
