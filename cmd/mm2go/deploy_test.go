@@ -923,3 +923,67 @@ func TestDeployKubernetes(t *testing.T) {
 	require.Equal(t, []string{"run", "-c", "/etc/mm2go/mm2.properties"}, cmd)
 	require.Contains(t, string(df), "FROM scratch")
 }
+
+// TestDeployAlertsFire runs `promtool test rules` with the cases of
+// testdata/alerts_test.yml on the shipped rules with their annotations
+// removed: each alert fires in a case made for it, with the labels it
+// names, and not where it must not. Every alert must have both kinds of
+// case.
+func TestDeployAlertsFire(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian's prometheus package; .ci/run installs it)")
+	}
+	raw, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "alerts.yml"))
+	require.NoError(t, err)
+	var rules struct {
+		Groups []struct {
+			Name  string           `yaml:"name"`
+			Rules []map[string]any `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	alerts := make(map[string]bool)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			delete(r, "annotations")
+			alerts[r["alert"].(string)] = true
+		}
+	}
+	dir := t.TempDir()
+	stripped, err := yaml.Marshal(rules)
+	require.NoError(t, err)
+	rulesPath := filepath.Join(dir, "rules.yml")
+	require.NoError(t, os.WriteFile(rulesPath, stripped, 0o600))
+
+	cases, err := os.ReadFile(filepath.Join("testdata", "alerts_test.yml"))
+	require.NoError(t, err)
+	var parsed struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				AlertName string `yaml:"alertname"`
+				ExpAlerts []any  `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	require.NoError(t, yaml.Unmarshal(cases, &parsed))
+	fires, quiet := make(map[string]bool), make(map[string]bool)
+	for _, tc := range parsed.Tests {
+		for _, a := range tc.AlertRuleTest {
+			require.True(t, alerts[a.AlertName], "a case for %s, which alerts.yml does not have", a.AlertName)
+			if len(a.ExpAlerts) > 0 {
+				fires[a.AlertName] = true
+			} else {
+				quiet[a.AlertName] = true
+			}
+		}
+	}
+	for name := range alerts {
+		require.True(t, fires[name], "no case in which %s fires", name)
+		require.True(t, quiet[name], "no case in which %s must not fire", name)
+	}
+	casesPath := filepath.Join(dir, "alerts_test.yml")
+	require.NoError(t, os.WriteFile(casesPath, bytes.Replace(cases, []byte("[RULES]"), []byte("["+rulesPath+"]"), 1), 0o600))
+	out, err := exec.Command(promtool, "test", "rules", casesPath).CombinedOutput()
+	require.NoError(t, err, "promtool test rules:\n%s", out)
+}
