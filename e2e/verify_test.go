@@ -21,7 +21,8 @@ import (
 
 // verifyReport is `mm2go verify --json`'s output.
 type verifyReport struct {
-	OK bool `json:"ok"`
+	OK      bool    `json:"ok"`
+	Seconds float64 `json:"elapsed_seconds"`
 	verify.Report
 }
 

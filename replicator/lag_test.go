@@ -2,29 +2,13 @@ package replicator
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// outage makes every request to c fail (kfake closes the connection) while
-// it is on.
-func outage(c *kfake.Cluster) *atomic.Bool {
-	var on atomic.Bool
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if on.Load() {
-			return nil, errors.New("outage"), true
-		}
-		return nil, nil, false
-	})
-	return &on
-}
+	"github.com/mm2go/mm2go/internal/ktest"
+)
 
 // TestLagMovesDuringOutages: while the target does not answer, the copy and
 // the flush stall, but the lag keeps following the source; while the source
@@ -34,7 +18,7 @@ func TestLagMovesDuringOutages(t *testing.T) {
 	b := newBed(t)
 	b.createTopic(b.srcAdm, "t", 2, nil)
 	b.produce("t", 2, 0, 100)
-	srcDown, dstDown := outage(b.src), outage(b.dst)
+	srcDown, dstDown := ktest.Outage(b.src), ktest.Outage(b.dst)
 	reg := prometheus.NewRegistry()
 	b.run(b.flow(), reg)
 	b.read("A.t", 100)

@@ -203,7 +203,6 @@ func compare(src, dst *stream, m segments, b bounds, p *Partition) {
 			}
 			p.Differing.add(s.Offset, t.Offset)
 			p.fields |= diff
-			p.DifferingFields = p.fields.String()
 		}
 		last = s
 		shift = t.Offset - (d - shift)
@@ -214,6 +213,7 @@ func compare(src, dst *stream, m segments, b bounds, p *Partition) {
 		unexpected(t, last, m, shift, -1, b, p)
 		dst.pop()
 	}
+	p.DifferingFields = p.fields.String()
 }
 
 // ahead returns k when the source record k places after the next one

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"maps"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -435,14 +432,7 @@ func TestTargetOutage(t *testing.T) {
 	produce := ordersOn(t, src)
 	produce(100)
 	ctx := context.Background()
-	var down atomic.Bool
-	dst.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		dst.KeepControl()
-		if down.Load() {
-			return nil, errors.New("outage"), true
-		}
-		return nil, nil, false
-	})
+	down := ktest.Outage(dst)
 	reg := prometheus.NewRegistry()
 	d, err := newDaemon(daemonOptions{
 		Config: testConfig(t, src, dst), Log: zaptest.NewLogger(t), Level: zap.NewAtomicLevel(),

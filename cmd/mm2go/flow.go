@@ -50,7 +50,6 @@ type flowRunner struct {
 	srcReach, dstReach reach
 	probeSrc           atomic.Pointer[kadm.Client]
 	watches            watches
-	life               context.Context // supervise's: the watches end with it
 	// lease is the flow's current lease, while run has one.
 	lease atomic.Pointer[fence.Lease]
 	// running counts the tasks this process runs.
@@ -73,9 +72,9 @@ func policyFor(f *config.Flow) policy.Policy {
 // exponential backoff (1s to 1m) after a failure. A flow that ran for a while
 // before failing starts over at the shortest backoff.
 func (fr *flowRunner) supervise(ctx context.Context) {
-	fr.life = ctx
 	defer fr.startProbe(ctx)()
-	defer fr.watches.stopAll()
+	fr.watches.open(ctx)
+	defer fr.watches.close()
 	const maxBackoff = time.Minute
 	backoff := loop.Backoff{Min: time.Second, Max: maxBackoff}
 	for {
@@ -404,7 +403,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		fr.mu.Unlock()
 		var ended grantEnded
 		if errors.As(context.Cause(ctx), &ended) {
-			fr.watches.start(fr.life, task, ended.gen, rep, fr.probeSrc.Load())
+			fr.watches.start(task, ended.gen, rep, fr.probeSrc.Load())
 		}
 	}()
 

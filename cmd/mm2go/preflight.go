@@ -150,8 +150,18 @@ func (e preflightError) Unwrap() []error {
 	return out
 }
 
-// checkClient sends one Metadata request for no topics with c's settings,
-// waiting at most timeout. It returns nil or a *clusterError.
+// ping sends one Metadata request for no topics, which needs a working
+// connection, TLS handshake and SASL exchange but no ACL. It always asks a
+// broker: kadm's metadata calls may answer from the client's cache.
+func ping(ctx context.Context, cl *kgo.Client) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none; nil would ask for all topics
+	_, err := cl.Request(ctx, req)
+	return err
+}
+
+// checkClient pings c's cluster with a client of c's settings, waiting at
+// most timeout. It returns nil or a *clusterError.
 func checkClient(ctx context.Context, c *config.Client, timeout time.Duration) error {
 	fail := func(err error) error {
 		return &clusterError{Cluster: c.Cluster, Bootstrap: c.BootstrapServers, Problem: describeConnectError(err),
@@ -171,9 +181,7 @@ func checkClient(ctx context.Context, c *config.Client, timeout time.Duration) e
 	defer cl.Close()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{} // none; nil would ask for all topics
-	_, err = cl.Request(rctx, req)
+	err = ping(rctx, cl)
 	switch {
 	case err == nil:
 		return nil

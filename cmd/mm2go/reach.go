@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
@@ -47,9 +46,7 @@ func (c *reach) down() time.Duration {
 const defaultProbeInterval = 5 * time.Second
 
 // probe checks every interval, until ctx ends, that the flow's source and
-// target answer a Metadata request for no topics (each check allowed
-// interval; sent with Request, which always asks a broker, where kadm would
-// answer from the client's cache), for /readyz and
+// target answer a ping (each check allowed interval), for /readyz and
 // mm2go_flow_cluster_unreachable_seconds. It runs for the flow, not for
 // its tasks: a target that stops answering takes the tasks from this
 // instance (the flow's group lives there), and the check must go on.
@@ -57,9 +54,7 @@ func (fr *flowRunner) probe(ctx context.Context, src, dst *kgo.Client, interval 
 	check := func(ctx context.Context, cl *kgo.Client, r *reach, cluster string) {
 		started := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, interval)
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{} // none; nil would ask for all topics
-		_, err := cl.Request(cctx, req)
+		err := ping(cctx, cl)
 		cancel()
 		if ctx.Err() != nil {
 			return // stopping: not the cluster's fault

@@ -93,10 +93,11 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	if asJSON {
 		_ = writeJSON(stdout, struct {
-			Flow string `json:"flow"`
-			OK   bool   `json:"ok"`
+			Flow    string  `json:"flow"`
+			OK      bool    `json:"ok"`
+			Seconds float64 `json:"elapsed_seconds"`
 			*verify.Report
-		}{of.flow.Name(), rep.OK(), rep})
+		}{of.flow.Name(), rep.OK(), rep.Elapsed.Seconds(), rep})
 	} else {
 		printVerify(stdout, of.flow.Name(), rep)
 	}

@@ -28,52 +28,55 @@ func (grantEnded) Error() string { return "the task was taken from this instance
 // errAssignedHere ends a watch because the task runs here again.
 var errAssignedHere = errors.New("the task was assigned to this instance again")
 
-// watches are the lag watches of a flow's stopped tasks.
+// watches are the lag watches of a flow's stopped tasks, from open to
+// close (the flow's supervision).
 type watches struct {
 	mu      sync.Mutex
-	gen     int32 // generation of the flow's group's last assignment here
-	running map[int]*watch
+	life    context.Context // open's: every watch ends with it
+	gen     int32           // generation of the flow's group's last assignment here
+	running map[int]context.CancelCauseFunc
 	wg      sync.WaitGroup
 }
 
-type watch struct {
-	cancel context.CancelCauseFunc
+// open makes the watches live under ctx; close ends them.
+func (w *watches) open(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.life = ctx
 }
 
 // start watches rep, stopped in generation gen, with adm, unless the group
 // assigned tasks since (the assignment decided who reports the task).
-func (w *watches) start(ctx context.Context, task int, gen int32, rep *replicator.Replicator, adm *kadm.Client) {
+func (w *watches) start(task int, gen int32, rep *replicator.Replicator, adm *kadm.Client) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if gen < w.gen || adm == nil {
+	if gen < w.gen || adm == nil || w.life == nil {
 		return
 	}
+	w.stopLocked(task, errAssignedHere)
 	if w.running == nil {
-		w.running = make(map[int]*watch)
+		w.running = make(map[int]context.CancelCauseFunc)
 	}
-	if old := w.running[task]; old != nil {
-		old.cancel(errAssignedHere)
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	w.running[task] = &watch{cancel: cancel}
+	wctx, cancel := context.WithCancelCause(w.life)
+	w.running[task] = cancel
 	w.wg.Go(func() {
 		rep.Watch(wctx, adm, func() bool { return !errors.Is(context.Cause(wctx), errAssignedHere) })
 	})
 }
 
 // assigned ends every watch: the group assigned tasks in generation gen,
-// tasks here.
+// tasks here (their new runs report them; the others run elsewhere, and
+// their watches delete their gauges).
 func (w *watches) assigned(gen int32, tasks []int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gen = max(w.gen, gen)
-	for task, x := range w.running {
+	for task := range w.running {
+		var cause error
 		if slices.Contains(tasks, int32(task)) {
-			x.cancel(errAssignedHere)
-		} else {
-			x.cancel(nil)
+			cause = errAssignedHere
 		}
-		delete(w.running, task)
+		w.stopLocked(task, cause)
 	}
 }
 
@@ -81,19 +84,25 @@ func (w *watches) assigned(gen int32, tasks []int32) {
 func (w *watches) stopTask(task int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if x := w.running[task]; x != nil {
-		x.cancel(errAssignedHere)
+	w.stopLocked(task, errAssignedHere)
+}
+
+// stopLocked ends task's watch, if any, with cause (errAssignedHere keeps
+// its gauges; nil deletes them).
+func (w *watches) stopLocked(task int, cause error) {
+	if cancel := w.running[task]; cancel != nil {
+		cancel(cause)
 		delete(w.running, task)
 	}
 }
 
-// stopAll ends every watch, deleting their gauges, and waits for them.
-func (w *watches) stopAll() {
+// close ends every watch, deleting their gauges, and waits for them.
+func (w *watches) close() {
 	w.mu.Lock()
-	for task, x := range w.running {
-		x.cancel(nil)
-		delete(w.running, task)
+	for task := range w.running {
+		w.stopLocked(task, nil)
 	}
+	w.life = nil
 	w.mu.Unlock()
 	w.wg.Wait()
 }

@@ -4,13 +4,16 @@ package ktest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Seeds returns the addresses of the brokers of the cluster adm talks to.
@@ -103,6 +106,20 @@ func Fake(t testing.TB, n int, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// Outage makes every request to c fail while the returned switch is on:
+// kfake closes the connection, as a stopped broker would refuse it.
+func Outage(c *kfake.Cluster) *atomic.Bool {
+	var on atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if on.Load() {
+			return nil, errors.New("outage"), true
+		}
+		return nil, nil, false
+	})
+	return &on
 }
 
 // Client returns a client of the brokers at seeds, closed when the test
