@@ -78,11 +78,16 @@ type switchResult struct {
 	Duplicated       int      `json:"duplicated"`
 	Unexpected       int      `json:"unexpected"`
 	MissingSample    []string `json:"missing_sample"`
-	DuplicatedSample []any    `json:"duplicated_sample"`
-	Restarts         int      `json:"restarts"`
-	SyncSeconds      *float64 `json:"sync_seconds"`
-	Errors           []string `json:"errors"`
-	Notes            []string `json:"notes"`
+	// MissingAt says where the missing records were written (cluster,
+	// partition, offsets); TargetStarts where the consumer began reading
+	// each partition on the target.
+	MissingAt        []string         `json:"missing_at"`
+	TargetStarts     map[string]int64 `json:"target_starts"`
+	DuplicatedSample []any            `json:"duplicated_sample"`
+	Restarts         int              `json:"restarts"`
+	SyncSeconds      *float64         `json:"sync_seconds"`
+	Errors           []string         `json:"errors"`
+	Notes            []string         `json:"notes"`
 }
 
 // switchSuite is one mm2go configuration the trials run under.
@@ -185,17 +190,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 	// The groups start at the log start on the source, as an operator
 	// resets them for consumers with auto.offset.reset=none.
 	for _, tr := range trials {
-		offs := make(kadm.Offsets)
-		for p := range int32(partitions) {
-			offs.Add(kadm.Offset{Topic: tr.Topic, Partition: p, At: 0, LeaderEpoch: -1})
-		}
-		// The brokers learn of new topics a moment after CreateTopics
-		// returns: until then a commit is refused (UNKNOWN_TOPIC_OR_PARTITION).
-		var err error
-		eventually(t, 30*time.Second, "offsets of "+tr.Group+" committed on the source", func() bool {
-			err = srcAdm.CommitAllOffsets(ctx, tr.Group, offs)
-			return err == nil
-		})
+		commitAtLogStart(ctx, t, srcAdm, tr.Group, tr.Topic, partitions)
 	}
 
 	if s.mm2 && !s.identity {
@@ -204,13 +199,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		// the target before the switch, as done here, or their consumers
 		// with auto.offset.reset=none never start there.
 		for _, tr := range trials {
-			offs := make(kadm.Offsets)
-			for p := range int32(partitions) {
-				offs.Add(kadm.Offset{Topic: tr.Local, Partition: p, At: 0, LeaderEpoch: -1})
-			}
-			eventually(t, 30*time.Second, "offsets of "+tr.Group+" on the local topic committed on the target", func() bool {
-				return dstAdm.CommitAllOffsets(ctx, tr.Group, offs) == nil
-			})
+			commitAtLogStart(ctx, t, dstAdm, tr.Group, tr.Local, partitions)
 		}
 	}
 
@@ -289,6 +278,19 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		t.Logf("mm2go was SIGKILLed and restarted %d times during the trials", <-killsDone)
 	}
 	t.Logf("%d trials in %s", len(results), time.Since(start).Round(time.Second))
+	if s.kill {
+		// The copy itself, apart from the translation: every source record
+		// on the target once, as the offset map says, after all the
+		// SIGKILLs (the flow is still running).
+		if code, rep := runVerify(t, cfg); code != 0 {
+			for _, p := range rep.Partitions {
+				if !p.OK() {
+					t.Errorf("mm2go verify after the SIGKILLs: %s[%d]: %+v", p.Topic, p.Partition, p)
+				}
+			}
+			t.Errorf("mm2go verify after the SIGKILLs exited %d", code)
+		}
+	}
 
 	byName := make(map[string]switchTrial)
 	for _, tr := range trials {
@@ -323,7 +325,8 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		}
 		require.Positivef(t, r.ProducedOnSource, "trial %s produced nothing on the source", r.Name)
 		require.Greaterf(t, r.Produced, r.ProducedOnSource, "trial %s produced nothing on the target", r.Name)
-		require.Zerof(t, r.Missing, "trial %s: %d of %d records missing, e.g. %v", r.Name, r.Missing, r.Produced, r.MissingSample)
+		require.Zerof(t, r.Missing, "trial %s: %d of %d records missing, e.g. %v; written at %v; the consumer started on the target at %v",
+			r.Name, r.Missing, r.Produced, r.MissingSample, r.MissingAt, r.TargetStarts)
 		require.Zerof(t, r.Duplicated, "trial %s: %d records received twice, e.g. %v", r.Name, r.Duplicated, r.DuplicatedSample)
 		require.Zerof(t, r.Unexpected, "trial %s", r.Name)
 		require.NotNilf(t, r.SyncSeconds, "trial %s: the target group never got offsets", r.Name)
@@ -376,6 +379,22 @@ func deleteSuiteTopics(t *testing.T, srcAdm, dstAdm *kadm.Client, id string) {
 			t.Logf("delete the suite's %d topics: %v", len(mine), err)
 		}
 	}
+}
+
+// commitAtLogStart commits group's offsets at 0 on every partition of
+// topic, as an operator resets a group for consumers with
+// auto.offset.reset=none. The brokers learn of a new topic a moment after
+// CreateTopics returns: until then the commit is refused
+// (UNKNOWN_TOPIC_OR_PARTITION), so it is tried again.
+func commitAtLogStart(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string, partitions int32) {
+	t.Helper()
+	offs := make(kadm.Offsets)
+	for p := range partitions {
+		offs.Add(kadm.Offset{Topic: topic, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	eventually(t, 30*time.Second, "offsets of "+group+" on "+topic+" committed", func() bool {
+		return adm.CommitAllOffsets(ctx, group, offs) == nil
+	})
 }
 
 // admin3 is an admin client of a three-node cluster.

@@ -55,7 +55,8 @@ class Producing:
 
     def __init__(self, spec, trial):
         self.spec, self.t = spec, trial
-        self.sent = set()
+        self.sent = {}  # value -> (cluster, partition, offset) as acknowledged
+        self.cluster = "source"
         self.lock = threading.Lock()
         self.switch = threading.Event()
         self.stop = threading.Event()
@@ -71,7 +72,7 @@ class Producing:
             self.errors.append(str(err))
             return
         with self.lock:
-            self.sent.add(msg.value())
+            self.sent[msg.value()] = (self.cluster, msg.partition(), msg.offset())
 
     def _producer(self, bootstrap):
         return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
@@ -102,6 +103,7 @@ class Producing:
                 self.errors.append("source producer did not flush")
             self.source_sent = seq
             self.switched_at = time.time()
+            self.cluster = "target"
             if self.t["identity"]:
                 wait_replicated(self.spec, self.t)
             dst = self._producer(self.spec["target"])
@@ -228,6 +230,28 @@ def offsets_on_every_partition(admin, t):
     return all(tp.offset >= 0 for tp in res.topic_partitions)
 
 
+def missing_at(sent, missing):
+    """Where the missing records were written: per cluster and partition,
+    their first and last offset and how many."""
+    runs = {}
+    for v in missing:
+        cluster, p, off = sent[v.encode()]
+        lo, hi, n = runs.get((cluster, p), (off, off, 0))
+        runs[(cluster, p)] = (min(lo, off), max(hi, off), n + 1)
+    return ["%s[%d] %d..%d (%d records)" % (c, p, lo, hi, n) for (c, p), (lo, hi, n) in sorted(runs.items())]
+
+
+def target_starts(received):
+    """The first offset the consumer received of each partition on the
+    target: where the translated (or initialized) offsets let it start."""
+    first = {}
+    for _, cluster, topic, p, off in received:
+        if cluster == "target":
+            k = "%s[%d]" % (topic, p)
+            first[k] = min(first.get(k, off), off)
+    return first
+
+
 def trial(spec, t):
     prod, cons = Producing(spec, t), Consuming(spec, t)
     prod.thread.start()
@@ -283,17 +307,19 @@ def trial(spec, t):
 
         cons.on_target(done)
         watcher.join()
-        sent = prod.sent
+        with prod.lock:
+            sent = dict(prod.sent)
         seen = {}
         for r in cons.received:
             seen.setdefault(r[0], []).append(r)
-        missing = sorted(v.decode() for v in sent - set(seen))
+        missing = sorted(v.decode() for v in sent.keys() - set(seen))
         dups = sorted((v.decode(), [list(x[1:]) for x in rs]) for v, rs in seen.items() if len(rs) > 1)
-        extra = sorted(v.decode() for v in set(seen) - sent)
+        extra = sorted(v.decode() for v in set(seen) - sent.keys())
         result.update({
             "produced": len(sent), "produced_on_source": prod.source_sent, "received": len(cons.received),
             "missing": len(missing), "duplicated": len(dups), "unexpected": len(extra),
             "missing_sample": missing[:5], "duplicated_sample": dups[:5],
+            "missing_at": missing_at(sent, missing), "target_starts": target_starts(cons.received),
             "restarts": cons.restarts,
             "sync_seconds": round(synced["at"] - final_commit, 3) if "at" in synced else None,
             "final_commit_at": final_commit,
