@@ -44,13 +44,33 @@ usage() { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" >&2; exit 2;
 # bootstrap3 PORT: the bootstrap string of a three-node cluster whose first broker is on PORT.
 bootstrap3() { echo "127.0.0.1:$1,127.0.0.1:$(($1 + 1)),127.0.0.1:$(($1 + 2))"; }
 
+# The seed scenario's self-run primary enforces ACLs (`mm2go cutover --fence` fences its producers
+# with DENY WRITE ACLs): StandardAuthorizer, and everyone may do what no ACL names (the test clients
+# are all User:ANONYMOUS, on PLAINTEXT). The controllers must be super users, told apart by their
+# certificate on an SSL controller listener (User:broker, made by secure.sh).
+primary3_props() {
+  local d="$KAFKA_ROOT/primary3-certs"
+  "$HERE/secure.sh" certs "$d" >&2
+  printf '%s\\n' \
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" \
+    "allow.everyone.if.no.acl.found=true" \
+    "super.users=User:broker" \
+    "listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT" \
+    "listener.name.controller.ssl.client.auth=required" \
+    "ssl.keystore.type=PEM" "ssl.keystore.location=$d/broker.pem" \
+    "ssl.truststore.type=PEM" "ssl.truststore.location=$d/ca.pem" \
+    'ssl.principal.mapping.rules=RULE:^CN=([a-zA-Z0-9._-]+).*$/$1/,DEFAULT'
+}
+
 # up_one NAME PORT [3]: reuse a healthy cluster on PORT, else (re)start it (three nodes on PORT,
 # PORT+1 and PORT+2 with a third argument 3). Prints nothing on stdout.
 up_one() {
-  local name="$1" port="$2" nodes="${3:-1}" cdir="$KAFKA_ROOT/$1" want="127.0.0.1:$2"
+  local name="$1" port="$2" nodes="${3:-1}" cdir="$KAFKA_ROOT/$1" want="127.0.0.1:$2" extra=""
   (( nodes == 3 )) && want="$(bootstrap3 "$port")"
+  [[ "$name" == primary3 ]] && extra="$(primary3_props)"
   if [[ -d "$cdir" ]]; then
-    if "$KC" healthy "$name" && [[ "$(cat "$cdir/bootstrap" 2>/dev/null)" == "$want" ]]; then
+    if "$KC" healthy "$name" && [[ "$(cat "$cdir/bootstrap" 2>/dev/null)" == "$want" ]] &&
+      { [[ -z "$extra" ]] || grep -qF "$(printf '%b' "$extra" | head -1)" "$cdir/node1/server.properties" 2>/dev/null; }; then
       say "reusing running cluster '$name' on $want"
       return 0
     fi
@@ -61,6 +81,7 @@ up_one() {
     # 512 MiB heaps: with the test profile's 256 MiB, GC pauses under the switchover tests' load
     # made the controller quorum lose its leader, and partition leaders moved.
     KAFKA_HEAP="${KAFKA_HEAP3:-512m}" KAFKA_HEAP_MIN="${KAFKA_HEAP3:-512m}" \
+      KAFKA_EXTRA_PROPS="$extra${KAFKA_EXTRA_PROPS:+\n$KAFKA_EXTRA_PROPS}" \
       "$KC" start3 "$name" "$port" "$((port + 1))" "$((port + 2))" >/dev/null
   else
     "$KC" start "$name" "$port" "$((port + 1000))" >/dev/null

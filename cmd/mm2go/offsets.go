@@ -44,6 +44,7 @@ type offlineFlow struct {
 	flow   *config.Flow
 	sel    policy.TopicSelector
 	srcAdm *kadm.Client
+	srcCl  *kgo.Client // srcAdm's client
 	tgtAdm *kadm.Client
 	reader *kgo.Client
 	close  func()
@@ -127,7 +128,7 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 		return nil, exitFailure
 	}
 	closers = append(closers, reader.Close)
-	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, exitOK
+	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), srcCl: src, tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, exitOK
 }
 
 const offsetsUsage = `usage: mm2go offsets translate -c FILE [--flow A->B] --group G | --groups RE [--topic T] [--json]

@@ -49,6 +49,10 @@ Usage:
                                   commit them to the group on the target (refused while it has members)
   mm2go failover check -c FILE --flow A->B [--group G ...]
                                   exit 0 only when switching the groups' consumers to the target is safe
+  mm2go cutover -c FILE --flow A->B --group G ... [--fence] [--state FILE] [--dry-run]
+                                  switch the groups' producers and consumers to the target, step by
+                                  step (fence, drain, final offsets, verify), resumable; --unfence
+                                  removes the fence's ACLs
   mm2go verify -c FILE --flow A->B [--topics RE] [--since TIME] [--json]
                                   compare every copied record with its source record; exit 0 only
                                   when each is on the target once and unchanged, or explained
@@ -61,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "demo", "validate", "topology", "status", "offsets", "failover", "verify", "version", "help", "-h", "--help":
+		case "run", "demo", "validate", "topology", "status", "offsets", "failover", "cutover", "verify", "version", "help", "-h", "--help":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -80,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runOffsets(args, stdout, stderr)
 	case "failover":
 		return runFailover(args, stdout, stderr)
+	case "cutover":
+		return runCutover(args, stdout, stderr)
 	case "verify":
 		return runVerify(args, stdout, stderr)
 	case "version":

@@ -76,11 +76,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	}
 	defer of.close()
 
-	o.Source, o.Policy, o.Replicated = of.flow.Source, of.sel.Policy, of.sel.ShouldReplicate
-	o.SourceAdmin, o.TargetAdmin, o.MapReader = of.srcAdm, of.tgtAdm, of.reader
-	readerOpts := append(itopic.ReaderOpts(), kgo.FetchMaxPartitionBytes(2<<20), kgo.FetchMaxBytes(2<<20))
-	o.NewSourceReader = func() (*kgo.Client, error) { return of.newClient(config.RoleSourceConsumer, readerOpts...) }
-	o.NewTargetReader = func() (*kgo.Client, error) { return of.newClient(config.RoleTargetConsumer, readerOpts...) }
+	of.verifyOptions(&o)
 	if follow {
 		return followVerify(o, of.flow.Name(), ff.timeout, every, listen, stderr)
 	}
@@ -279,4 +275,14 @@ func explained(t *verify.Partition) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// verifyOptions fills in what verify needs of the flow: its names and
+// clients (2 MiB fetches: the peak memory stays low).
+func (of *offlineFlow) verifyOptions(o *verify.Options) {
+	o.Source, o.Policy, o.Replicated = of.flow.Source, of.sel.Policy, of.sel.ShouldReplicate
+	o.SourceAdmin, o.TargetAdmin, o.MapReader = of.srcAdm, of.tgtAdm, of.reader
+	readerOpts := append(itopic.ReaderOpts(), kgo.FetchMaxPartitionBytes(2<<20), kgo.FetchMaxBytes(2<<20))
+	o.NewSourceReader = func() (*kgo.Client, error) { return of.newClient(config.RoleSourceConsumer, readerOpts...) }
+	o.NewTargetReader = func() (*kgo.Client, error) { return of.newClient(config.RoleTargetConsumer, readerOpts...) }
 }

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/mm2go/mm2go/cutover"
+)
+
+// cutoverResult is what testdata/cutover.py reports.
+type cutoverResult struct {
+	Produced         int      `json:"produced"`
+	ProducedOnSource int      `json:"produced_on_source"`
+	Refused          int      `json:"refused_by_fence"`
+	Received         int      `json:"received"`
+	Missing          int      `json:"missing"`
+	Duplicated       int      `json:"duplicated"`
+	Unexpected       int      `json:"unexpected"`
+	MissingSample    []string `json:"missing_sample"`
+	DuplicatedSample []any    `json:"duplicated_sample"`
+	Restarts         int      `json:"restarts"`
+	Errors           []string `json:"errors"`
+}
+
+// TestIntegrationCutover runs the seed scenario with `mm2go cutover --fence`
+// on the three-node clusters, the source enforcing ACLs: a producer writes
+// steadily to the source and a group (auto.offset.reset=none, auto-commit)
+// reads it, both confluent-kafka. The cutover fences the source's
+// producers; the producer, refused, moves to the target and sends the
+// refused records again there. The cutover is SIGKILLed while it waits for
+// the consumers to leave the source, the consumer is switched, and the
+// cutover started again with the same state file finishes: final offsets on
+// the target, verified copy, report. The consumer must then have received
+// every record once. --unfence removes exactly the fence's ACLs.
+func TestIntegrationCutover(t *testing.T) { firstPassOnly(testCutover)(t) }
+
+func testCutover(t *testing.T) {
+	need3(t)
+	id := uid(t)
+	src, dst := "p"+id, "s"+id
+	e := &env{t: t, id: id, src: src, dst: dst, dir: t.TempDir()}
+	srcAdm, dstAdm := admin3(t, source3Seeds), admin3(t, target3Seeds)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	const partitions = 6
+	topic, group := "co"+id, "gco"+id
+	remote := src + "." + topic
+	createTopics(ctx, t, srcAdm, partitions, []string{topic})
+	createTopics(ctx, t, dstAdm, partitions, []string{topic}) // the local topic the producer moves to
+	t.Cleanup(func() { deleteSuiteTopics(t, srcAdm, dstAdm, id) })
+	commitAtLogStart(ctx, t, srcAdm, group, topic, partitions)
+
+	flow := src + "->" + dst
+	cfg := filepath.Join(e.dir, "mm2.properties")
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join([]string{
+		"clusters = " + src + ", " + dst,
+		copyModeLine(),
+		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
+		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
+		flow + ".enabled = true",
+		flow + ".topics = " + topic,
+		flow + ".groups = " + group,
+		dst + "->" + src + ".enabled = false",
+		// The cutover commits the final offsets itself.
+		"sync.group.offsets.enabled = false",
+		"heartbeats.replication.enabled = false",
+		"emit.heartbeats.enabled = false",
+		"sync.topic.acls.enabled = false",
+	}, "\n")+"\n"), 0o600))
+	e.start(mmArgs(cfg)...)
+	eventually(t, time.Minute, "remote topic created", func() bool {
+		md, err := dstAdm.ListTopics(ctx, remote)
+		return err == nil && md.Error() == nil && len(md[remote].Partitions) == partitions
+	})
+
+	control := t.TempDir()
+	spec, err := json.Marshal(map[string]any{
+		"source": strings.Join(source3Seeds, ","), "target": strings.Join(target3Seeds, ","),
+		"topic": topic, "remote": remote, "local": topic, "group": group,
+		"partitions": partitions, "rate": 500, "control": control,
+	})
+	require.NoError(t, err)
+	app := exec.CommandContext(ctx, "python3", filepath.Join("testdata", "cutover.py"))
+	app.Stdin = bytes.NewReader(spec)
+	var appOut, appErr syncBuffer
+	app.Stdout, app.Stderr = &appOut, &appErr
+	require.NoError(t, app.Start())
+	appDone := make(chan error, 1)
+	go func() { appDone <- app.Wait() }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cutover.py:\n%s", appErr.String())
+		}
+	})
+	touch := func(name string) { require.NoError(t, os.WriteFile(filepath.Join(control, name), nil, 0o600)) }
+	time.Sleep(4 * time.Second) // traffic on the source, read by the group there
+
+	state := filepath.Join(e.dir, "cutover.json")
+	args := []string{"cutover", "-c", cfg, "--group", group, "--fence", "--fence-keep-open", "--state", state, "--verify-since", "10m"}
+	first := e.start(args...)
+	eventually(t, 2*time.Minute, "the first cutover fenced the source and waits for the group", func() bool {
+		return strings.Contains(first.out.String(), "waiting: groups with members on the source")
+	})
+	require.Equal(t, -1, first.stop(t, syscall.SIGKILL, 10*time.Second), "SIGKILLed")
+	st, err := cutover.LoadState(state)
+	require.NoError(t, err)
+	require.NotNil(t, st)
+	var done []string
+	for _, s := range st.Steps {
+		done = append(done, s.Name)
+	}
+	require.Equal(t, []string{cutover.StepPreflight, cutover.StepFence, cutover.StepDrain}, done, "steps done before the SIGKILL")
+
+	touch("switch-consumer")
+	second := e.start(args...)
+	select {
+	case <-second.done:
+	case <-ctx.Done():
+		t.Fatalf("the second cutover did not finish:\n%s", second.out.String())
+	}
+	out := second.out.String()
+	require.Zerof(t, second.cmd.ProcessState.ExitCode(), "second cutover:\n%s", out)
+	require.Contains(t, out, "continuing the cutover")
+	t.Logf("the second cutover:\n%s", out)
+
+	time.Sleep(3 * time.Second) // the producer goes on writing to the target
+	touch("stop-producer")
+	select {
+	case err := <-appDone:
+		require.NoError(t, err, "cutover.py:\n%s", appErr.String())
+	case <-ctx.Done():
+		t.Fatalf("cutover.py did not finish:\n%s", appErr.String())
+	}
+	var res cutoverResult
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace([]byte(appOut.String())), &res), "cutover.py: %q", appOut.String())
+	t.Logf("cutover.py: %+v", res)
+	require.Empty(t, res.Errors)
+	require.Positive(t, res.Refused, "the fence refused no record: the producer never saw it")
+	require.Positive(t, res.ProducedOnSource)
+	require.Greater(t, res.Produced, res.ProducedOnSource+res.Refused, "nothing produced on the target after the switch")
+	require.Zerof(t, res.Missing, "records missing, e.g. %v", res.MissingSample)
+	require.Zerof(t, res.Duplicated, "records received twice, e.g. %v", res.DuplicatedSample)
+	require.Zero(t, res.Unexpected)
+
+	un := exec.CommandContext(ctx, binary, "cutover", "--unfence", "-c", cfg, "--state", state)
+	unOut, err := un.CombinedOutput()
+	require.NoError(t, err, "%s", unOut)
+	require.Contains(t, string(unOut), "removed 2 ")
+	acls, err := srcAdm.DescribeACLs(ctx, kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).
+		Allow().AllowHosts().Deny().DenyHosts().Operations())
+	require.NoError(t, err)
+	for _, d := range acls {
+		require.NoError(t, d.Err)
+		require.Empty(t, d.Described, "ACLs left on %s after --unfence", topic)
+	}
+}
