@@ -296,13 +296,13 @@ func clientKeySpec(k string) (keySpec, bool) {
 	// Security keys that the security step reads or ignores.
 	case "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation":
 		return ignored("cpa", LevelInfo, noteSSLIgnored), true
-	case "ssl.engine.factory.class", "sasl.client.callback.handler.class", "sasl.login.class":
+	case "ssl.engine.factory.class", "sasl.login.class":
 		return ignored("cpa", LevelWarn, noteJavaOnly), true
-	case "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
+	case "sasl.client.callback.handler.class", "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
 		"sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
 		"sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
 		"sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms":
-		// Read by the security step for OAUTHBEARER.
+		// Read by the security step (OAUTHBEARER, AWS_MSK_IAM).
 		return keySpec{kinds: "cpa", apply: func(*clientBuilder, entry) {}}, true
 	}
 	if strings.HasPrefix(k, "sasl.kerberos.") || strings.HasPrefix(k, "sasl.oauthbearer.") ||

@@ -101,6 +101,9 @@ const (
 	// SASLOAuthBearer is OAUTHBEARER with OAuthBearerLoginModule: tokens of
 	// the client-credentials grant, or unsecured development tokens.
 	SASLOAuthBearer SASLMechanism = "OAUTHBEARER"
+	// SASLAWSMSKIAM is Amazon MSK's IAM access control with IAMLoginModule
+	// (OAUTHBEARER with IAMOAuthBearerLoginCallbackHandler is SASLOAuthBearer).
+	SASLAWSMSKIAM SASLMechanism = "AWS_MSK_IAM"
 )
 
 // Role names one of the six Kafka clients of a flow.

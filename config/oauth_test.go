@@ -150,7 +150,7 @@ func TestOAuthErrors(t *testing.T) {
 			"a.sasl.jaas.config: missing clientId or clientSecret option"},
 		{"not a URL", "a.sasl.oauthbearer.token.endpoint.url = idp.example/token\n" + oauthJAAS(`clientId="x" clientSecret="y"`),
 			`a.sasl.oauthbearer.token.endpoint.url: not an http(s) URL (got "idp.example/token"`},
-		{"MSK IAM's handler", "a.sasl.login.callback.handler.class = software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler\n" + oauthJAAS(""),
+		{"another handler", "a.sasl.login.callback.handler.class = com.example.TokenHandler\n" + oauthJAAS(""),
 			"a.sasl.login.callback.handler.class: unsupported login callback handler"},
 		{"a refresh factor out of range", "a.sasl.login.refresh.window.factor = 2\n" + oauthJAAS(`unsecuredLoginStringClaim_sub="a"`),
 			`a.sasl.login.refresh.window.factor: out of range (got "2", want 0.5..1)`},

@@ -39,21 +39,27 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 		module = scramLoginModule
 	case SASLOAuthBearer:
 		module = oauthLoginModule
+	case SASLAWSMSKIAM:
+		module = iamLoginModule
 	case "GSSAPI":
 		note := ""
 		if !hasMech {
 			note = "; sasl.mechanism is unset, and Kafka's default is GSSAPI"
 		}
-		b.p.probs.errorf(mechKey, "SASL mechanism %s is not supported by mm2go (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER%s)", mech, mech, note)
+		b.p.probs.errorf(mechKey, "SASL mechanism %s is not supported by mm2go (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM%s)", mech, mech, note)
 		return nil, "", false
 	default:
-		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", mech)
+		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM)", mech)
 		return nil, "", false
 	}
 
 	jaasE, ok := b.props["sasl.jaas.config"]
 	if !ok || javaTrim(jaasE.value) == "" {
-		b.p.probs.errorf(b.c.Cluster+".sasl.jaas.config", "missing for SASL mechanism %s (got nothing, want %s with %s; mm2go reads no JAAS files)", mech, jaasExample, module)
+		example := jaasExample
+		if SASLMechanism(mech) == SASLAWSMSKIAM {
+			example = iamLoginModule + " required;"
+		}
+		b.p.probs.errorf(b.c.Cluster+".sasl.jaas.config", "missing for SASL mechanism %s (got nothing, want %s with %s; mm2go reads no JAAS files)", mech, example, module)
 		return nil, "", false
 	}
 	entries, err := parseJAAS(jaasE.value)
@@ -69,7 +75,23 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 		b.p.probs.errorf(jaasE.origin, "login module does not match sasl.mechanism %s (got %q, want %s)", mech, je.module, module)
 		return nil, "", false
 	}
-	if SASLMechanism(mech) == SASLOAuthBearer {
+	if cb, found := b.props["sasl.client.callback.handler.class"]; found && javaTrim(cb.value) != "" &&
+		(SASLMechanism(mech) != SASLAWSMSKIAM || javaTrim(cb.value) != iamClientCallback) {
+		b.p.probs.warn(cb.origin, "ignored: a Java class (got %q; mm2go reads credentials from sasl.jaas.config, and does what %s does itself)", cb.value, iamClientCallback)
+	}
+	iam := func() *mskIAM {
+		return newMSKIAM(je.options, func(format string, args ...any) { b.p.probs.errorf(jaasE.origin, format, args...) },
+			func(k string) {
+				b.p.probs.info(jaasE.origin, "option %s ignored: it configures the Java library only", k)
+			})
+	}
+	switch SASLMechanism(mech) {
+	case SASLAWSMSKIAM:
+		return iam().saslMechanism(), SASLAWSMSKIAM, true
+	case SASLOAuthBearer:
+		if h, found := b.setProp("sasl.login.callback.handler.class"); found && javaTrim(h.value) == iamOAuthCallback {
+			return iam().oauthMechanism(), SASLOAuthBearer, true
+		}
 		m, ok := b.oauthMechanism(jaasE.origin, je.options)
 		return m, SASLOAuthBearer, ok
 	}

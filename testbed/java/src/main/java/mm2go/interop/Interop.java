@@ -36,6 +36,11 @@ import org.apache.kafka.connect.mirror.RemoteClusterUtils;
  *     every record of TOPIC from the beginning to its current end, decoded with MM2's
  *     OffsetSync/Checkpoint/Heartbeat.deserializeRecord; a record MM2 cannot decode is listed
  *     with an "error" field.
+ * msk-iam HOST
+ *     what Amazon MSK's official aws-msk-iam-auth library sends, with the credentials and region
+ *     of the AWS SDK's default chains (AWS_ACCESS_KEY_ID, AWS_REGION, ...): "payload", the
+ *     AWS_MSK_IAM SASL payload for broker HOST (AWS4SignedPayloadGenerator), and "token", the
+ *     OAUTHBEARER token of IAMOAuthBearerLoginCallbackHandler.
  * </pre>
  *
  * Exit status 0 on success, 2 for bad arguments, 1 for any other failure.
@@ -52,6 +57,7 @@ public final class Interop {
             String out = switch (args[0]) {
                 case "client" -> client(args);
                 case "records" -> records(args);
+                case "msk-iam" -> MskIam.run(args);
                 default -> throw new IllegalArgumentException("unknown command " + args[0]);
             };
             System.out.println(out);
@@ -61,6 +67,7 @@ public final class Interop {
             System.err.println("interop: " + e.getMessage());
             System.err.println("usage: client BOOTSTRAP REMOTE_ALIAS GROUP TIMEOUT_MS [--hops ALIAS]... [--prop K=V]...");
             System.err.println("       records offset-syncs|checkpoints|heartbeats BOOTSTRAP TOPIC TIMEOUT_MS");
+            System.err.println("       msk-iam HOST");
             System.exit(2);
         } catch (Exception e) {
             System.err.println("interop: " + e);
@@ -221,7 +228,7 @@ public final class Interop {
     }
 
     /** A minimal JSON writer: commas are inserted between values automatically. */
-    private static final class Json {
+    static final class Json {
         private final StringBuilder b = new StringBuilder();
         private boolean needComma;
 
