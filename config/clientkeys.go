@@ -33,7 +33,7 @@ const (
 	noteNoMetrics   = "not needed by mm2go, which exposes Prometheus metrics"
 	noteNoSocket    = "not needed by mm2go: franz-go manages sockets and DNS itself"
 	noteReconnect   = "not needed by mm2go: franz-go backs off reconnects with the retry backoff (retry.backoff.ms, retry.backoff.max.ms)"
-	noteUnsupported = "ignored: mm2go does not read it (GSSAPI, and OAUTHBEARER settings other than the token endpoint, client credentials and refresh)"
+	noteUnsupported = "ignored: mm2go does not read it (OAUTHBEARER settings other than the token endpoint, client credentials and refresh)"
 	noteSSLIgnored  = "ignored: Go's TLS stack has no equivalent; mm2go uses its defaults"
 	noteProducerOrd = "not needed by mm2go: the idempotent producer keeps per-partition order by itself"
 )
@@ -298,11 +298,15 @@ func clientKeySpec(k string) (keySpec, bool) {
 		return ignored("cpa", LevelInfo, noteSSLIgnored), true
 	case "ssl.engine.factory.class", "sasl.login.class":
 		return ignored("cpa", LevelWarn, noteJavaOnly), true
+	case "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+		"sasl.kerberos.min.time.before.relogin":
+		return ignored("cpa", LevelInfo, "not needed: mm2go logs in to Kerberos afresh for each connection, with the keytab or ticket cache of sasl.jaas.config"), true
 	case "sasl.client.callback.handler.class", "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
+		"sasl.kerberos.service.name",
 		"sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
 		"sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
 		"sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms":
-		// Read by the security step (OAUTHBEARER, AWS_MSK_IAM).
+		// Read by the security step (OAUTHBEARER, AWS_MSK_IAM, GSSAPI).
 		return keySpec{kinds: "cpa", apply: func(*clientBuilder, entry) {}}, true
 	}
 	if strings.HasPrefix(k, "sasl.kerberos.") || strings.HasPrefix(k, "sasl.oauthbearer.") ||

@@ -28,7 +28,7 @@
 // Where mm2go deliberately differs from MM2 the difference is documented on
 // the field or in docs/configuration.md; the main ones are offset.flush.interval.ms
 // (default 1000 ms instead of 60000 ms), producers that always use acks=all
-// and idempotence, and Java-only features (GSSAPI, custom classes other
-// than Amazon MSK's IAM ones, Connect transforms) that are rejected or
+// and idempotence, and Java-only features (custom classes other than
+// Amazon MSK's IAM ones, Connect transforms) that are rejected or
 // ignored with a warning.
 package config

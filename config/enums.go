@@ -88,7 +88,7 @@ func (p SecurityProtocol) usesSASL() bool {
 }
 
 // SASLMechanism is the value of "sasl.mechanism" for the mechanisms mm2go
-// supports. Kafka's default, GSSAPI, is rejected.
+// supports.
 type SASLMechanism string
 
 const (
@@ -104,6 +104,9 @@ const (
 	// SASLAWSMSKIAM is Amazon MSK's IAM access control with IAMLoginModule
 	// (OAUTHBEARER with IAMOAuthBearerLoginCallbackHandler is SASLOAuthBearer).
 	SASLAWSMSKIAM SASLMechanism = "AWS_MSK_IAM"
+	// SASLGSSAPI is Kerberos with the JDK's Krb5LoginModule (a keytab or a
+	// ticket cache); Kafka's default mechanism.
+	SASLGSSAPI SASLMechanism = "GSSAPI"
 )
 
 // Role names one of the six Kafka clients of a flow.

@@ -41,25 +41,23 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 		module = oauthLoginModule
 	case SASLAWSMSKIAM:
 		module = iamLoginModule
-	case "GSSAPI":
-		note := ""
-		if !hasMech {
-			note = "; sasl.mechanism is unset, and Kafka's default is GSSAPI"
-		}
-		b.p.probs.errorf(mechKey, "SASL mechanism %s is not supported by mm2go (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM%s)", mech, mech, note)
-		return nil, "", false
+	case SASLGSSAPI:
+		module = krb5LoginModule
 	default:
-		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM)", mech)
+		b.p.probs.errorf(mechKey, "unknown SASL mechanism (got %q, want GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM)", mech)
 		return nil, "", false
 	}
 
 	jaasE, ok := b.props["sasl.jaas.config"]
 	if !ok || javaTrim(jaasE.value) == "" {
-		example := jaasExample
-		if SASLMechanism(mech) == SASLAWSMSKIAM {
-			example = iamLoginModule + " required;"
+		want := jaasExample + " with " + module
+		switch SASLMechanism(mech) {
+		case SASLAWSMSKIAM:
+			want = iamLoginModule + " required;"
+		case SASLGSSAPI:
+			want = krb5LoginModule + ` required useKeyTab=true keyTab="..." principal="...";`
 		}
-		b.p.probs.errorf(b.c.Cluster+".sasl.jaas.config", "missing for SASL mechanism %s (got nothing, want %s with %s; mm2go reads no JAAS files)", mech, example, module)
+		b.p.probs.errorf(b.c.Cluster+".sasl.jaas.config", "missing for SASL mechanism %s (got nothing, want %s); mm2go reads no JAAS files%s", mech, want, unsetNote(hasMech))
 		return nil, "", false
 	}
 	entries, err := parseJAAS(jaasE.value)
@@ -72,7 +70,7 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 	}
 	je := entries[0]
 	if je.module != module {
-		b.p.probs.errorf(jaasE.origin, "login module does not match sasl.mechanism %s (got %q, want %s)", mech, je.module, module)
+		b.p.probs.errorf(jaasE.origin, "login module does not match sasl.mechanism %s (got %q, want %s)%s", mech, je.module, module, unsetNote(hasMech))
 		return nil, "", false
 	}
 	if cb, found := b.props["sasl.client.callback.handler.class"]; found && javaTrim(cb.value) != "" &&
@@ -86,6 +84,9 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 			})
 	}
 	switch SASLMechanism(mech) {
+	case SASLGSSAPI:
+		m, ok := b.gssapiMechanism(jaasE.origin, je.options)
+		return m, SASLGSSAPI, ok
 	case SASLAWSMSKIAM:
 		return iam().saslMechanism(), SASLAWSMSKIAM, true
 	case SASLOAuthBearer:
@@ -110,6 +111,14 @@ func (b *clientBuilder) saslMechanism() (sasl.Mechanism, SASLMechanism, bool) {
 	default:
 		return creds.scram().AsSha512Mechanism(), SASLScramSHA512, true
 	}
+}
+
+// unsetNote explains a GSSAPI nobody asked for.
+func unsetNote(hasMech bool) string {
+	if hasMech {
+		return ""
+	}
+	return "; sasl.mechanism is unset, and Kafka's default is GSSAPI"
 }
 
 // saslCredentials keeps the password typed as a Secret until it is handed

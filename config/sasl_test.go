@@ -71,7 +71,7 @@ func TestSASLMechanisms(t *testing.T) {
 		{"scram 256", "a.sasl.mechanism = SCRAM-SHA-256\na.sasl.jaas.config = " + jaas(scramLoginModule), SASLScramSHA256, ""},
 		{"scram 512", "a.sasl.mechanism = SCRAM-SHA-512\na.sasl.jaas.config = " + jaas(scramLoginModule), SASLScramSHA512, ""},
 		{"gssapi default", "a.sasl.jaas.config = " + jaas(plainLoginModule), "",
-			"a.sasl.mechanism: SASL mechanism GSSAPI is not supported by mm2go"},
+			"a.sasl.jaas.config: login module does not match sasl.mechanism GSSAPI (got \"org.apache.kafka.common.security.plain.PlainLoginModule\", want com.sun.security.auth.module.Krb5LoginModule); sasl.mechanism is unset, and Kafka's default is GSSAPI"},
 		{"oauthbearer with another module", "a.sasl.mechanism = OAUTHBEARER\na.sasl.jaas.config = " + jaas(plainLoginModule), "",
 			"a.sasl.jaas.config: login module does not match sasl.mechanism OAUTHBEARER"},
 		{"unknown", "a.sasl.mechanism = NTLM\na.sasl.jaas.config = " + jaas(plainLoginModule), "",

@@ -734,6 +734,14 @@ type testCluster struct {
 // "\n") in its server.properties, and stops it when the test ends.
 func ownCluster(t *testing.T, prefix, extraProps string) *testCluster {
 	t.Helper()
+	return ownClusterWith(t, prefix, func(int) string { return extraProps })
+}
+
+// ownClusterWith is ownCluster with the extra properties made for the
+// cluster's port (its listeners, say) and more environment for
+// kafka-cluster.sh (KAFKA_JVM_OPTS, KAFKA_READY_PROBE, ...).
+func ownClusterWith(t *testing.T, prefix string, props func(port int) string, env ...string) *testCluster {
+	t.Helper()
 	testbed := os.Getenv("MM2GO_TESTBED")
 	if testbed == "" {
 		testbed = filepath.Join("..", "testbed")
@@ -741,8 +749,9 @@ func ownCluster(t *testing.T, prefix, extraProps string) *testCluster {
 	c := &testCluster{t: t, script: filepath.Join(testbed, "kafka-cluster.sh"), name: prefix + uid(t)}
 	port := scFreePortPair(t)
 	cmd := exec.Command(c.script, "start", c.name, strconv.Itoa(port), strconv.Itoa(port+1000))
-	if extraProps != "" {
-		cmd.Env = append(os.Environ(), "KAFKA_EXTRA_PROPS="+extraProps)
+	cmd.Env = append(os.Environ(), env...)
+	if extra := props(port); extra != "" {
+		cmd.Env = append(cmd.Env, "KAFKA_EXTRA_PROPS="+extra)
 	}
 	out, err := cmd.CombinedOutput()
 	t.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jcmturner/gokrb5/v8/krberror"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -210,6 +211,19 @@ func tcpReachable(addrs []string) bool {
 	return false
 }
 
+// isKerberosError reports whether err came from a Kerberos exchange
+// (gokrb5's errors, whose type does not always survive the client's
+// wrapping: their text says so too).
+func isKerberosError(err error) bool {
+	var v krberror.Krberror
+	var p *krberror.Krberror
+	if errors.As(err, &v) || errors.As(err, &p) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "KDC_Error") || strings.Contains(msg, "KRB Error") || strings.Contains(msg, "Kerberos")
+}
+
 // describeConnectError says in words what a failed first request to a
 // cluster means and what to check. It never quotes configuration values.
 func describeConnectError(err error) string {
@@ -224,6 +238,9 @@ func describeConnectError(err error) string {
 		firstEOF    *kgo.ErrFirstReadEOF
 	)
 	switch {
+	case isKerberosError(err):
+		return "Kerberos (GSSAPI) login failed: check the keytab and principal in sasl.jaas.config, that the KDC of " +
+			"krb5.conf (KRB5_CONFIG) knows the principal, and the broker's service principal (sasl.kerberos.service.name/<broker host>)"
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return "SASL authentication failed: check the user name and password in sasl.jaas.config, " +
 			"and that the user has credentials for sasl.mechanism on this cluster"
