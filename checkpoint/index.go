@@ -256,6 +256,60 @@ func (x *partitionIndex) approximate(u int64) (int64, Mode, bool) {
 	return x.coarse[i].down + 1, ModeApproximate, true
 }
 
+// upstream is translate's inverse, for failing back: a group committed
+// downstream offset d on the remote partition (the next copy it would
+// read); it resumes on the upstream partition at the first record whose
+// copy is at or after d. Every record whose copy it read lies before that
+// offset, none after. Past the last copy it resumes after everything
+// copied (pos.Next when the position is there). Where only thinned or
+// imported history is known, it resumes after the nearest known copy
+// before d (ModeApproximate: records may be read again, never skipped).
+func (x *partitionIndex) upstream(d int64) (up int64, mode Mode, ok bool) {
+	i := sort.Search(len(x.segs), func(i int) bool { return x.segs[i].lastDown() >= d })
+	switch {
+	case i < len(x.segs) && d >= x.segs[i].down:
+		s := x.segs[i]
+		return s.from + (d - s.down), ModeExact, true
+	case i < len(x.segs) && (i > 0 || len(x.coarse) == 0):
+		// d falls before this segment: in a gap (markers, other
+		// producers' records), or before everything copied.
+		if i == 0 {
+			return x.segs[0].from, ModeBefore, true
+		}
+		return x.segs[i].from, ModeGap, true
+	case i == len(x.segs) && len(x.segs) > 0:
+		next := x.segs[i-1].last + 1
+		if x.pos != nil && x.pos.Next > next && d >= x.pos.DownNext {
+			next = x.pos.Next // transaction markers upstream after the last copy
+		}
+		return next, ModeExact, true
+	case len(x.coarse) > 0:
+		j := sort.Search(len(x.coarse), func(j int) bool { return x.coarse[j].down >= d }) - 1
+		if j < 0 {
+			return x.coarse[0].up, ModeBefore, true
+		}
+		return x.coarse[j].up + 1, ModeApproximate, true
+	case x.pos != nil:
+		return x.pos.Next, ModeExact, true
+	}
+	return 0, 0, false
+}
+
+// Upstream translates a downstream offset that a group committed on tp's
+// remote partition back to tp (see partitionIndex.upstream): for a
+// failback, the offset to resume from on the cluster the records were
+// copied from. ok is false when the index knows nothing of tp.
+func (x *Index) Upstream(tp TopicPartition, downstream int64) (Translation, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	p := x.parts[tp]
+	if p == nil {
+		return Translation{}, false
+	}
+	up, mode, ok := p.upstream(downstream)
+	return Translation{Upstream: up, Downstream: downstream, Mode: mode}, ok
+}
+
 // TopicPartition names an upstream partition.
 type TopicPartition struct {
 	Topic     string

@@ -228,3 +228,94 @@ func TestForeignRun(t *testing.T) {
 	_, ok := x.ForeignRun(TopicPartition{"other", 0}, 0, 100)
 	require.False(t, ok)
 }
+
+func TestUpstream(t *testing.T) {
+	type want struct {
+		down, up int64
+		mode     Mode
+	}
+	for _, tt := range []struct {
+		name    string
+		records []offsetmap.Record
+		want    []want
+	}{
+		{name: "nothing known", want: nil},
+		{
+			name: "contiguous run, copies from 0",
+			// Read nothing: from 0; read copies 0..49: from 50; read all.
+			records: []offsetmap.Record{seg(0, 99, 0)},
+			want:    []want{{0, 0, ModeExact}, {50, 50, ModeExact}, {99, 99, ModeExact}, {100, 100, ModeExact}, {150, 100, ModeExact}},
+		},
+		{
+			name: "a fencing marker at downstream 0 and 50",
+			// Copies of 0..49 at 1..50, of 50..99 at 52..101.
+			records: []offsetmap.Record{seg(0, 49, 1), seg(50, 99, 52)},
+			want: []want{{0, 0, ModeBefore}, {1, 0, ModeExact}, {50, 49, ModeExact}, {51, 50, ModeGap},
+				{52, 50, ModeExact}, {53, 51, ModeExact}, {102, 100, ModeExact}},
+		},
+		{
+			name:    "foreign records between copies",
+			records: []offsetmap.Record{seg(0, 9, 0), seg(10, 19, 15)},
+			want:    []want{{10, 10, ModeGap}, {12, 10, ModeGap}, {15, 10, ModeExact}, {16, 11, ModeExact}},
+		},
+		{
+			name: "transaction markers upstream after the last copy",
+			// The last copied record is 16; 17 is a marker; the position is 18.
+			records: []offsetmap.Record{seg(0, 4, 0), seg(6, 10, 5), seg(12, 16, 10), pos(18, 15)},
+			want:    []want{{5, 6, ModeExact}, {10, 12, ModeExact}, {14, 16, ModeExact}, {15, 18, ModeExact}},
+		},
+		{
+			name:    "position only (nothing copied)",
+			records: []offsetmap.Record{pos(7, 0)},
+			want:    []want{{0, 7, ModeExact}, {3, 7, ModeExact}},
+		},
+		{
+			name: "thinned or imported history before the segments",
+			// Known points: upstream 10 at 5, upstream 40 at 20; exact from 100 at 50.
+			records: []offsetmap.Record{imported(10, 5), imported(40, 20), seg(100, 109, 50)},
+			want:    []want{{3, 10, ModeBefore}, {6, 11, ModeApproximate}, {25, 41, ModeApproximate}, {50, 100, ModeExact}, {60, 110, ModeExact}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			idx := NewIndex(0, nil)
+			for _, r := range tt.records {
+				idx.Apply(r)
+			}
+			if tt.want == nil {
+				_, ok := idx.Upstream(tp0, 5)
+				require.False(t, ok)
+				return
+			}
+			for _, w := range tt.want {
+				got, ok := idx.Upstream(tp0, w.down)
+				require.True(t, ok)
+				require.Equal(t, Translation{Upstream: w.up, Downstream: w.down, Mode: w.mode}, got, "downstream %d", w.down)
+			}
+		})
+	}
+}
+
+// TestUpstreamInvertsTranslate: for every upstream offset that translates
+// exactly, translating it back gives it again (on plain runs and gaps of
+// markers), so a failback resumes where the failover left off.
+func TestUpstreamInvertsTranslate(t *testing.T) {
+	idx := NewIndex(0, nil)
+	for _, r := range []offsetmap.Record{seg(0, 49, 1), seg(50, 99, 52), seg(102, 120, 103), pos(121, 122)} {
+		idx.Apply(r)
+	}
+	for u := int64(1); u <= 121; u++ {
+		tr, ok := idx.Translate(tp0, u)
+		require.True(t, ok)
+		if tr.Mode != ModeExact {
+			continue
+		}
+		back, ok := idx.Upstream(tp0, tr.Downstream)
+		require.True(t, ok)
+		if u == 100 || u == 101 {
+			// 100 and 101 are an upstream gap: the copy after it is 102's.
+			require.Equal(t, int64(102), back.Upstream, "upstream %d -> %d", u, tr.Downstream)
+			continue
+		}
+		require.Equal(t, u, back.Upstream, "upstream %d -> downstream %d", u, tr.Downstream)
+	}
+}

@@ -90,6 +90,9 @@ type Options struct {
 	SourceClient *kgo.Client
 	// LoadIndex reads the flow's offset map.
 	LoadIndex func(context.Context) (*checkpoint.Index, error)
+	// Back loads the offset map of the reverse flow (target -> source),
+	// kept on the source, for a failback (see backOffsets); nil: none.
+	Back func(context.Context) (*checkpoint.Index, error)
 	// Verify runs verify.Run for the flow's topics from since.
 	Verify func(ctx context.Context, since time.Time) (*verify.Report, error)
 
@@ -545,9 +548,28 @@ func (r *run) syncGroup(ctx context.Context, idx *checkpoint.Index, g string) (G
 		res.Offsets = append(res.Offsets, GroupOffset{Topic: off.Topic, Partition: off.Partition, SourceOffset: off.SourceOffset,
 			RemoteTopic: off.RemoteTopic, TargetOffset: off.Translation.Downstream, Mode: off.Translation.Mode.String()})
 	}
-	applied, err := checkpoint.Apply(ctx, o.TargetAdmin, g, offs, checkpoint.ApplyOptions{
-		InitLocalTopics: true, Policy: o.Sel.Policy, Source: o.Source, Index: idx,
-	})
+	back, err := r.backOffsets(ctx, g)
+	if err != nil {
+		return res, "", err
+	}
+	for _, b := range back {
+		res.Offsets = append(res.Offsets, GroupOffset{Topic: b.Topic, Partition: b.Partition, SourceOffset: b.SourceOffset,
+			RemoteTopic: b.RemoteTopic, TargetOffset: b.Translation.Downstream, Mode: "back, " + b.Translation.Mode.String()})
+	}
+	// The offsets translated back first: the local topics are then no
+	// longer without offsets, and are not set to their log start.
+	var applied checkpoint.ApplyResult
+	if len(back) > 0 {
+		applied, err = checkpoint.Apply(ctx, o.TargetAdmin, g, back, checkpoint.ApplyOptions{})
+	}
+	if err == nil {
+		var more checkpoint.ApplyResult
+		more, err = checkpoint.Apply(ctx, o.TargetAdmin, g, offs, checkpoint.ApplyOptions{
+			InitLocalTopics: true, Policy: o.Sel.Policy, Source: o.Source, Index: idx,
+		})
+		applied.Committed = append(applied.Committed, more.Committed...)
+		applied.Overlaps = append(applied.Overlaps, more.Overlaps...)
+	}
 	switch {
 	case errors.Is(err, checkpoint.ErrGroupActive):
 		// Consumers run on the target: fine if they started from the
@@ -588,6 +610,54 @@ func (r *run) syncGroup(ctx context.Context, idx *checkpoint.Index, g string) (G
 		return res, "", err
 	}
 	return res, "", nil
+}
+
+// backOffsets translates g's offsets on the source's remote topics of the
+// target ("<target>.<topic>": what the group read of the target's records
+// while the target was the primary) back to <topic> on the target, through
+// the offset map of the reverse flow (Options.Back): a failback resumes
+// the group on the target's own topics where it stopped reading their
+// copies. Partitions that map knows nothing of are left alone.
+func (r *run) backOffsets(ctx context.Context, g string) ([]checkpoint.GroupOffset, error) {
+	o := r.o
+	if o.Back == nil {
+		return nil, nil
+	}
+	fetched, err := o.SourceAdmin.FetchOffsets(ctx, g)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("fetch the offsets of group %s on the source: %w", g, err)
+	}
+	var mine []kadm.OffsetResponse
+	fetched.Each(func(off kadm.OffsetResponse) {
+		if src, ok := o.Sel.Policy.TopicSource(off.Topic); ok && src == o.Sel.TargetAlias && off.Err == nil && off.At >= 0 {
+			mine = append(mine, off)
+		}
+	})
+	if len(mine) == 0 {
+		return nil, nil
+	}
+	idx, err := o.Back(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []checkpoint.GroupOffset
+	for _, off := range mine {
+		up, ok := o.Sel.Policy.UpstreamTopic(off.Topic)
+		if !ok {
+			continue
+		}
+		tr, ok := idx.Upstream(checkpoint.TopicPartition{Topic: up, Partition: off.Partition}, off.At)
+		if !ok {
+			r.logf("offsets: group %s: %s[%d] is not in the offset map of %s->%s: its offset on %s is left as it is", g, off.Topic, off.Partition, o.Sel.TargetAlias, o.Source, up)
+			continue
+		}
+		out = append(out, checkpoint.GroupOffset{Topic: off.Topic, Partition: off.Partition, RemoteTopic: up, SourceOffset: off.At,
+			Translation: checkpoint.Translation{Upstream: off.At, Downstream: tr.Upstream, Mode: tr.Mode}, Known: true, Metadata: off.Metadata})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Topic < out[j].Topic || (out[i].Topic == out[j].Topic && out[i].Partition < out[j].Partition)
+	})
+	return out, nil
 }
 
 // targetShort names the first partition on which the target group has no

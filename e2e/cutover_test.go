@@ -14,8 +14,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/cutover"
+	"github.com/mm2go/mm2go/internal/ktest"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
 // cutoverResult is what testdata/cutover.py reports.
@@ -164,5 +168,98 @@ func testCutover(t *testing.T) {
 	for _, d := range acls {
 		require.NoError(t, d.Err)
 		require.Empty(t, d.Described, "ACLs left on %s after --unfence", topic)
+	}
+}
+
+// TestIntegrationFailback runs `mm2go cutover` on the reverse flow after a
+// failover: the group read the primary's records on the secondary, from
+// their copies in <primary>.<topic>, further than its last commit on the
+// primary. Failing back, the cutover translates that offset back through
+// the forward flow's offset map, so the group resumes on the primary's own
+// topic right after the last copy it read (never at its old commit there,
+// which would deliver those records again), and gets the exact offsets of
+// what it read on the secondary's local topic in <secondary>.<topic>.
+func TestIntegrationFailback(t *testing.T) { firstPassOnly(testFailback)(t) }
+
+func testFailback(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx()
+	topic, group := e.topic("fb"), "gfb"+e.id
+	e.createTopic(topic, 3, nil)
+	_, err := e.dstAdm.CreateTopic(ctx, 3, 1, nil, topic) // the secondary's local topic
+	require.NoError(t, err)
+	seq := 0
+	produceN(t, e.srcCl, []string{topic}, 3, 90, &seq)
+
+	// Phase 1, the failover: the forward flow copies the primary's topic.
+	fwd := e.start(mmArgs(e.config())...)
+	remote := e.remote(topic)
+	eventually(t, time.Minute, "90 records copied", func() bool {
+		n, err := ktest.Records(ctx, e.dstAdm, remote)
+		return err == nil && n == 90
+	})
+	require.Equal(t, 0, fwd.stop(t, syscall.SIGTERM, 30*time.Second))
+
+	// The group's last commit on the primary was at 10 per partition; on
+	// the secondary it read the copies up to source offset 20, and 5
+	// records of the local topic, which producers wrote there.
+	old, onRemote, onLocal := make(kadm.Offsets), make(kadm.Offsets), make(kadm.Offsets)
+	fwdIdx, err := checkpoint.LoadIndex(ctx, e.dstCl, offsetmap.Topic(e.src), 0)
+	require.NoError(t, err)
+	for p := range int32(3) {
+		old.Add(kadm.Offset{Topic: topic, Partition: p, At: 10, LeaderEpoch: -1})
+		tr, ok := fwdIdx.Translate(checkpoint.TopicPartition{Topic: topic, Partition: p}, 20)
+		require.True(t, ok)
+		require.Equal(t, checkpoint.ModeExact, tr.Mode)
+		onRemote.Add(kadm.Offset{Topic: remote, Partition: p, At: tr.Downstream, LeaderEpoch: -1})
+		onLocal.Add(kadm.Offset{Topic: topic, Partition: p, At: 5, LeaderEpoch: -1})
+	}
+	dstProd, err := kgo.NewClient(kgo.SeedBrokers(targetSeeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer dstProd.Close()
+	local := 0
+	produceN(t, dstProd, []string{topic}, 3, 15, &local)
+	require.NoError(t, e.srcAdm.CommitAllOffsets(ctx, group, old))
+	require.NoError(t, e.dstAdm.CommitAllOffsets(ctx, group, onRemote))
+	require.NoError(t, e.dstAdm.CommitAllOffsets(ctx, group, onLocal))
+
+	// Phase 2, the failback: the reverse flow copies the local topic back.
+	back := e.dst + "->" + e.src
+	cfg := filepath.Join(e.dir, "back.properties")
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join([]string{
+		"clusters = " + e.src + ", " + e.dst, copyModeLine(),
+		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
+		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
+		e.src + "->" + e.dst + ".enabled = false",
+		back + ".enabled = true",
+		back + ".topics = " + topic,
+		back + ".groups = " + group,
+		"sync.group.offsets.enabled = false",
+		"replication.factor = 1", "offset-syncs.topic.replication.factor = 1", "checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1", "heartbeats.replication.enabled = false", "emit.heartbeats.enabled = false",
+		e.src + ".offset.storage.replication.factor = 1", "refresh.topics.interval.seconds = 1",
+	}, "\n")+"\n"), 0o600))
+	e.start(mmArgs(cfg)...)
+	bt := e.dst + "." + topic
+	eventually(t, time.Minute, "the reverse flow copied the local topic", func() bool {
+		n, err := ktest.Records(ctx, e.srcAdm, bt)
+		return err == nil && n == 15
+	})
+	code, out, errOut := runBinary(t, "cutover", "-c", cfg, "--flow", back, "--group", group,
+		"--state", filepath.Join(e.dir, "failback.json"), "--verify-since", "72h", "--quiet", "500ms") // produceN's records are 48 h old
+	require.Equal(t, 0, code, "cutover %s:\n%s%s", back, out, errOut)
+	t.Logf("failback cutover:\n%s", out)
+	require.Contains(t, out, "back, exact")
+	require.Contains(t, out, "15 matched, 0 missing, 0 duplicated")
+
+	got, err := e.srcAdm.FetchOffsets(ctx, group)
+	require.NoError(t, err)
+	for p := range int32(3) {
+		o, ok := got.Lookup(topic, p)
+		require.True(t, ok)
+		require.EqualValues(t, 20, o.At, "%s[%d]: after the last copy read on the secondary, not the old commit", topic, p)
+		tr, ok := got.Lookup(bt, p)
+		require.True(t, ok, "%s[%d] has an offset", bt, p)
+		require.Positive(t, tr.At, "%s[%d]: the 5 records read on the secondary are not read again", bt, p)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/cutover"
+	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/verify"
 )
 
@@ -110,6 +112,14 @@ func runCutover(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
+	// The reverse flow's offset map lives on this flow's source: a
+	// failback translates the groups' offsets on the target's records back.
+	backReader, err := of.newClient(config.RoleSourceConsumer, itopic.ReaderOpts()...)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go cutover: %v\n", err)
+		return exitFailure
+	}
+	defer backReader.Close()
 	var lastWarn string
 	o := cutover.Options{
 		Flow: of.flow.Name(), Source: of.flow.Source, Sel: of.sel, Groups: groups,
@@ -123,6 +133,9 @@ func runCutover(args []string, stdout, stderr io.Writer) int {
 				_, _ = fmt.Fprintf(stderr, "mm2go cutover: %v\n", warn)
 			}
 			return idx, err
+		},
+		Back: func(ctx context.Context) (*checkpoint.Index, error) {
+			return checkpoint.LoadIndex(ctx, backReader, offsetmap.Topic(of.flow.Target), 0)
 		},
 		Verify: func(ctx context.Context, since time.Time) (*verify.Report, error) {
 			vo := verify.Options{Since: since}
