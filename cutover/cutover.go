@@ -228,13 +228,19 @@ func (r *run) topics(ctx context.Context) ([]string, error) {
 	if len(r.st.Topics) > 0 {
 		return r.st.Topics, nil
 	}
-	md, err := r.o.SourceAdmin.ListTopics(ctx)
+	return FlowTopics(ctx, r.o.SourceAdmin, r.o.Sel)
+}
+
+// FlowTopics lists, sorted, the source topics a flow replicates
+// (heartbeats topics aside): those a cutover fences and waits for.
+func FlowTopics(ctx context.Context, adm *kadm.Client, sel policy.TopicSelector) ([]string, error) {
+	md, err := adm.ListTopics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list topics on the source: %w", err)
 	}
 	var out []string
 	for _, d := range md.Sorted() {
-		if d.Err == nil && r.o.Sel.ShouldReplicate(d.Topic) && !r.o.Sel.Policy.IsHeartbeatsTopic(d.Topic) {
+		if d.Err == nil && sel.ShouldReplicate(d.Topic) && !sel.Policy.IsHeartbeatsTopic(d.Topic) {
 			out = append(out, d.Topic)
 		}
 	}
@@ -311,12 +317,19 @@ func (r *run) preflight(ctx context.Context) (string, error) {
 
 // ends lists the source's end offsets of topics.
 func (r *run) ends(ctx context.Context, topics []string) (map[checkpoint.TopicPartition]int64, error) {
+	return Ends(ctx, r.o.SourceAdmin, topics, r.o.ReadCommitted)
+}
+
+// Ends lists the end offsets of topics on a flow's source: the last stable
+// offsets when the flow reads read_committed (where replication is
+// complete), the high watermarks otherwise.
+func Ends(ctx context.Context, adm *kadm.Client, topics []string, readCommitted bool) (map[checkpoint.TopicPartition]int64, error) {
 	var l kadm.ListedOffsets
 	var err error
-	if r.o.ReadCommitted {
-		l, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, topics...)
+	if readCommitted {
+		l, err = adm.ListCommittedOffsets(ctx, topics...)
 	} else {
-		l, err = r.o.SourceAdmin.ListEndOffsets(ctx, topics...)
+		l, err = adm.ListEndOffsets(ctx, topics...)
 	}
 	if err == nil {
 		err = l.Error()
@@ -340,6 +353,13 @@ func (r *run) behind(ctx context.Context, idx *checkpoint.Index, topics []string
 			return nil, 0, err
 		}
 	}
+	b, n := Behind(idx, ends)
+	return b, n, nil
+}
+
+// Behind returns, sorted, the partitions whose copy (the replicator's
+// position in idx) has not reached ends, and how many offsets they lack.
+func Behind(idx *checkpoint.Index, ends map[checkpoint.TopicPartition]int64) ([]checkpoint.TopicPartition, int64) {
 	var out []checkpoint.TopicPartition
 	var records int64
 	for tp, end := range ends {
@@ -353,7 +373,7 @@ func (r *run) behind(ctx context.Context, idx *checkpoint.Index, topics []string
 		}
 	}
 	sortTPs(out)
-	return out, records, nil
+	return out, records
 }
 
 func sortTPs(tps []checkpoint.TopicPartition) {

@@ -263,3 +263,50 @@ func testFailback(t *testing.T) {
 		require.Positive(t, tr.At, "%s[%d]: the 5 records read on the secondary are not read again", bt, p)
 	}
 }
+
+// TestIntegrationStopAtEnd runs a one-shot migration: mm2go --stop-at-end
+// copies the backlog the source holds when it starts, commits the idle
+// group's translated offsets into the target group, verifies every copied
+// record, and exits 0.
+func TestIntegrationStopAtEnd(t *testing.T) { firstPassOnly(testStopAtEnd)(t) }
+
+func testStopAtEnd(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx()
+	topic, group := e.topic("eot"), "geot"+e.id
+	e.createTopic(topic, 3, nil)
+	seq := 0
+	produceN(t, e.srcCl, []string{topic}, 3, 600, &seq)
+	commitAtLogStart(ctx, t, e.srcAdm, group, topic, 3)
+	offs := make(kadm.Offsets)
+	for p := range int32(3) {
+		offs.Add(kadm.Offset{Topic: topic, Partition: p, At: 50, LeaderEpoch: -1})
+	}
+	require.NoError(t, e.srcAdm.CommitAllOffsets(ctx, group, offs))
+
+	p := e.start(append(mmArgs(e.config(e.src+"->"+e.dst+".groups = "+group)), "--stop-at-end")...)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("mm2go --stop-at-end did not exit:\n%s", p.out.String())
+	}
+	require.Zerof(t, p.cmd.ProcessState.ExitCode(), "%s", p.out.String())
+	require.Contains(t, p.out.String(), "every copied record verified")
+	require.Contains(t, p.out.String(), `"matched": 600`)
+
+	remote := e.remote(topic)
+	n, err := ktest.Records(ctx, e.dstAdm, remote)
+	require.NoError(t, err)
+	require.EqualValues(t, 600, n)
+	idx, err := checkpoint.LoadIndex(ctx, e.dstCl, offsetmap.Topic(e.src), 0)
+	require.NoError(t, err)
+	got, err := e.dstAdm.FetchOffsets(ctx, group)
+	require.NoError(t, err)
+	for p := range int32(3) {
+		want, ok := idx.Translate(checkpoint.TopicPartition{Topic: topic, Partition: p}, 50)
+		require.True(t, ok)
+		o, ok := got.Lookup(remote, p)
+		require.True(t, ok, "%s[%d] synced", remote, p)
+		require.Equal(t, want.Downstream, o.At, "%s[%d]", remote, p)
+	}
+}

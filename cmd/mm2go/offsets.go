@@ -99,6 +99,17 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
 		return nil, exitUsage
 	}
+	of, err := openOffline(f, sel, log)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+		return nil, exitFailure
+	}
+	return of, exitOK
+}
+
+// openOffline creates the short-lived clients of a flow that the operator
+// commands (and --stop-at-end) use, logging through log at error level.
+func openOffline(f *config.Flow, sel policy.TopicSelector, log *zap.Logger) (*offlineFlow, error) {
 	mk := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
 		return kgo.NewClient(append(append([]kgo.Opt{}, f.Client(r).Opts()...), append(extra, kgo.WithLogger(kgoLogger(log, zap.NewAtomicLevelAt(zap.ErrorLevel))))...)...)
 	}
@@ -110,25 +121,22 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 	}
 	src, err := mk(config.RoleSourceAdmin)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return nil, exitFailure
+		return nil, err
 	}
 	closers = append(closers, src.Close)
 	tgt, err := mk(config.RoleTargetAdmin)
 	if err != nil {
 		closeAll()
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return nil, exitFailure
+		return nil, err
 	}
 	closers = append(closers, tgt.Close)
 	reader, err := mk(config.RoleTargetConsumer, itopic.ReaderOpts()...)
 	if err != nil {
 		closeAll()
-		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
-		return nil, exitFailure
+		return nil, err
 	}
 	closers = append(closers, reader.Close)
-	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), srcCl: src, tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, exitOK
+	return &offlineFlow{flow: f, sel: sel, srcAdm: kadm.NewClient(src), srcCl: src, tgtAdm: kadm.NewClient(tgt), reader: reader, close: closeAll, newClient: mk}, nil
 }
 
 const offsetsUsage = `usage: mm2go offsets translate -c FILE [--flow A->B] --group G | --groups RE [--topic T] [--json]

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -34,7 +35,8 @@ const (
 const usage = `mm2go replicates Kafka topics between clusters, configured by MirrorMaker 2's properties file.
 
 Usage:
-  mm2go [run] -c FILE [flags]     run every enabled flow until SIGINT/SIGTERM
+  mm2go [run] -c FILE [flags]     run every enabled flow until SIGINT/SIGTERM (--stop-at-end: a one-shot
+                                  migration up to the sources' ends at start, then exit)
   mm2go demo [flags]              replicate between two in-process Kafka clusters
   mm2go validate -c FILE [--connect]
                                   check a file and print the effective flows; --connect also
@@ -204,13 +206,15 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mm2go run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cf       commonFlags
-		file     string
-		clusters string
+		cf        commonFlags
+		file      string
+		clusters  string
+		atEndFlag bool
 	)
 	fs.StringVar(&file, "c", "", "MirrorMaker 2 properties file (connect-mirror-maker.properties)")
 	fs.StringVar(&file, "config", "", "same as -c")
 	fs.StringVar(&clusters, "clusters", "", "comma-separated target cluster aliases: run only the flows into these (MM2's --clusters)")
+	fs.BoolVar(&atEndFlag, "stop-at-end", false, "a one-shot migration: copy up to the sources' end offsets at start, commit the idle groups' offsets, verify every copied record, and exit (0 when all verified)")
 	cf.register(fs, ":9464")
 	// MM2's own command line takes the file as a positional argument, before
 	// its flags (connect-mirror-maker.sh mm2.properties --clusters B): flags
@@ -307,11 +311,39 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 			}
 		}
 	}()
+	atEnd := make(chan int, 1)
+	if atEndFlag {
+		flows, err := d.selectFlows(cfg)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
+			return exitUsage
+		}
+		var enabled []*config.Flow
+		for _, f := range flows {
+			if f.Enabled {
+				enabled = append(enabled, f)
+			}
+		}
+		sort.Slice(enabled, func(i, j int) bool { return enabled[i].Name() < enabled[j].Name() })
+		go func() {
+			code := stopAtEnd(ctx, enabled, log)
+			if ctx.Err() == nil {
+				log.Info("--stop-at-end: done; stopping", zap.Int("exit_code", code))
+				atEnd <- code
+				cancel()
+			}
+		}()
+	}
 	if err := d.Run(ctx); err != nil {
 		log.Error("stopped", zap.Error(err))
 		return exitFailure
 	}
-	return exitOK
+	select {
+	case code := <-atEnd:
+		return code
+	default:
+		return exitOK
+	}
 }
 
 // reload re-reads the file and hands it to the daemon, which restarts only
