@@ -113,6 +113,12 @@ func testCutover(t *testing.T) {
 
 	state := filepath.Join(e.dir, "cutover.json")
 	args := []string{"cutover", "-c", cfg, "--group", group, "--fence", "--fence-keep-open", "--state", state, "--verify-since", "10m"}
+	// A dry run says what it would do and changes nothing.
+	code, dry, dryErr := runBinary(t, append(args, "--dry-run")...)
+	require.Zerof(t, code, "%s%s", dry, dryErr)
+	require.Contains(t, dry, "would create DENY WRITE ACLs on the source for User:* on 1 topics ("+topic+")")
+	require.Contains(t, dry, "would wait for these groups to have no members on the source: "+group)
+	require.NoFileExists(t, state)
 	first := e.start(args...)
 	eventually(t, 2*time.Minute, "the first cutover fenced the source and waits for the group", func() bool {
 		return strings.Contains(first.out.String(), "waiting: groups with members on the source")
