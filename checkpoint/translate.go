@@ -57,6 +57,12 @@ func Translate(ctx context.Context, srcAdm *kadm.Client, idx *Index, sel policy.
 	return translateFetched(idx, sel, source, fetched, topic), nil
 }
 
+// TranslateFetched is Translate for offsets the caller fetched already
+// (all of the group's topics that sel replicates).
+func TranslateFetched(idx *Index, sel policy.TopicSelector, source string, fetched kadm.OffsetResponses) []GroupOffset {
+	return translateFetched(idx, sel, source, fetched, "")
+}
+
 // translateFetched translates the committed offsets of replicated topics in
 // fetched (only topic's unless topic is "").
 func translateFetched(idx *Index, sel policy.TopicSelector, source string, fetched kadm.OffsetResponses, topic string) []GroupOffset {

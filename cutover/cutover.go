@@ -547,14 +547,26 @@ const (
 	howThere     = "already there"
 )
 
+// SyncGroup is the offsets step for one group, once: it translates g's
+// final offsets (with idx, and back through o.Back) and commits them into
+// the idle target group, never rewinding it. It returns why the group
+// cannot have them yet ("" when it has them): a partition not copied yet,
+// or members on the target without them. --stop-at-end uses it.
+func SyncGroup(ctx context.Context, o Options, idx *checkpoint.Index, g string) (GroupResult, string, error) {
+	r := &run{o: o, st: &State{}}
+	return r.syncGroup(ctx, idx, g)
+}
+
 // syncGroup translates g's final offsets and commits them into the target
 // group. It returns why it must wait ("" when done).
 func (r *run) syncGroup(ctx context.Context, idx *checkpoint.Index, g string) (GroupResult, string, error) {
 	o := r.o
-	offs, err := checkpoint.Translate(ctx, o.SourceAdmin, idx, o.Sel, o.Source, g, "")
-	if err != nil {
-		return GroupResult{}, "", err
+	// One fetch of the group's source offsets for both translations.
+	fetched, err := o.SourceAdmin.FetchOffsets(ctx, g)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return GroupResult{}, "", fmt.Errorf("fetch the offsets of group %s on the source: %w", g, err)
 	}
+	offs := checkpoint.TranslateFetched(idx, o.Sel, o.Source, fetched)
 	res := GroupResult{Group: g}
 	for _, off := range offs {
 		switch {
@@ -568,7 +580,7 @@ func (r *run) syncGroup(ctx context.Context, idx *checkpoint.Index, g string) (G
 		res.Offsets = append(res.Offsets, GroupOffset{Topic: off.Topic, Partition: off.Partition, SourceOffset: off.SourceOffset,
 			RemoteTopic: off.RemoteTopic, TargetOffset: off.Translation.Downstream, Mode: off.Translation.Mode.String()})
 	}
-	back, err := r.backOffsets(ctx, g)
+	back, err := r.backOffsets(ctx, g, fetched)
 	if err != nil {
 		return res, "", err
 	}
@@ -632,20 +644,16 @@ func (r *run) syncGroup(ctx context.Context, idx *checkpoint.Index, g string) (G
 	return res, "", nil
 }
 
-// backOffsets translates g's offsets on the source's remote topics of the
+// backOffsets translates g's offsets (fetched) on the source's remote topics of the
 // target ("<target>.<topic>": what the group read of the target's records
 // while the target was the primary) back to <topic> on the target, through
 // the offset map of the reverse flow (Options.Back): a failback resumes
 // the group on the target's own topics where it stopped reading their
 // copies. Partitions that map knows nothing of are left alone.
-func (r *run) backOffsets(ctx context.Context, g string) ([]checkpoint.GroupOffset, error) {
+func (r *run) backOffsets(ctx context.Context, g string, fetched kadm.OffsetResponses) ([]checkpoint.GroupOffset, error) {
 	o := r.o
 	if o.Back == nil {
 		return nil, nil
-	}
-	fetched, err := o.SourceAdmin.FetchOffsets(ctx, g)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return nil, fmt.Errorf("fetch the offsets of group %s on the source: %w", g, err)
 	}
 	var mine []kadm.OffsetResponse
 	fetched.Each(func(off kadm.OffsetResponse) {
@@ -716,7 +724,7 @@ func (r *run) verify(ctx context.Context) (string, error) {
 	for _, p := range rep.Partitions {
 		if !p.OK() && len(sum.Problems) < 10 {
 			sum.Problems = append(sum.Problems, fmt.Sprintf("%s[%d]: missing %d (first at source offset %d), duplicated %d, differing %d, extra %d%s",
-				p.Topic, p.Partition, p.Missing.Count, p.Missing.FirstSource, p.Duplicated.Count, p.Differing.Count, p.Extra.Count, errSuffix(p.Error)))
+				p.Topic, p.Partition, p.Missing.Count, p.Missing.FirstSource, p.Duplicated.Count, p.Differing.Count, p.Extra.Count, msgSuffix(p.Error)))
 		}
 	}
 	r.st.Verify = sum
@@ -734,13 +742,6 @@ func count(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-func errSuffix(e string) string {
-	if e == "" {
-		return ""
-	}
-	return ", error: " + e
 }
 
 // wouldDo says what a step would do (dry run).

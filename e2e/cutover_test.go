@@ -260,13 +260,18 @@ func testFailback(t *testing.T) {
 
 	got, err := e.srcAdm.FetchOffsets(ctx, group)
 	require.NoError(t, err)
+	backIdx, err := checkpoint.LoadIndex(ctx, e.srcCl, offsetmap.Topic(e.dst), 0)
+	require.NoError(t, err)
 	for p := range int32(3) {
 		o, ok := got.Lookup(topic, p)
 		require.True(t, ok)
 		require.EqualValues(t, 20, o.At, "%s[%d]: after the last copy read on the secondary, not the old commit", topic, p)
+		want, ok := backIdx.Translate(checkpoint.TopicPartition{Topic: topic, Partition: p}, 5)
+		require.True(t, ok)
+		require.Equal(t, checkpoint.ModeExact, want.Mode)
 		tr, ok := got.Lookup(bt, p)
 		require.True(t, ok, "%s[%d] has an offset", bt, p)
-		require.Positive(t, tr.At, "%s[%d]: the 5 records read on the secondary are not read again", bt, p)
+		require.Equal(t, want.Downstream, tr.At, "%s[%d]: right after the copies of the 5 records read on the secondary", bt, p)
 	}
 }
 

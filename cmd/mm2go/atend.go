@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -114,9 +113,9 @@ func migrateFlow(ctx context.Context, f *config.Flow, log *zap.Logger) error {
 }
 
 // syncFinalOffsets commits the flow's groups' offsets, translated, into the
-// idle target groups (never rewinding one). A group with members on the
-// source or the target, or whose offsets are past what was copied, is
-// logged and left alone.
+// idle target groups, as cutover's offsets step does once (never rewinding
+// one). A group with members on the source or the target, or with an offset
+// past what was copied, is logged and left alone.
 func syncFinalOffsets(ctx context.Context, of *offlineFlow, sel policy.TopicSelector, log *zap.Logger) error {
 	gf, err := policy.NewFilter(of.flow.Groups, of.flow.GroupsExclude)
 	if err != nil {
@@ -134,33 +133,22 @@ func syncFinalOffsets(ctx context.Context, of *offlineFlow, sel policy.TopicSele
 	if err != nil {
 		return err
 	}
+	o := cutover.Options{Flow: of.flow.Name(), Source: of.flow.Source, Sel: sel, SourceAdmin: of.srcAdm, TargetAdmin: of.tgtAdm}
 	for _, g := range groups {
 		if l, ok := listed[g]; ok && l.State != "Empty" && l.State != "Dead" {
 			log.Warn("--stop-at-end: group has members on the source; its offsets are not synced", zap.String("group", g), zap.String("state", l.State))
 			continue
 		}
-		offs, err := checkpoint.Translate(ctx, of.srcAdm, idx, sel, of.flow.Source, g, "")
+		res, why, err := cutover.SyncGroup(ctx, o, idx, g)
 		if err != nil {
 			return err
 		}
-		var exact []checkpoint.GroupOffset
-		for _, o := range offs {
-			if o.Known && o.Translation.Mode != checkpoint.ModeBeyond {
-				exact = append(exact, o)
-			} else {
-				log.Warn("--stop-at-end: group offset past what was copied (written after the start?); not synced", zap.String("group", g),
-					zap.String("topic", o.Topic), zap.Int32("partition", o.Partition), zap.Int64("offset", o.SourceOffset))
-			}
-		}
-		res, err := checkpoint.Apply(ctx, of.tgtAdm, g, exact, checkpoint.ApplyOptions{InitLocalTopics: true, Policy: sel.Policy, Source: of.flow.Source, Index: idx})
-		if errors.Is(err, checkpoint.ErrGroupActive) {
-			log.Warn("--stop-at-end: group has members on the target; its offsets are not synced", zap.String("group", g))
+		if why != "" {
+			log.Warn("--stop-at-end: group offsets not synced", zap.String("group", g), zap.String("reason", why))
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("commit the offsets of group %s on the target: %w", g, err)
-		}
-		log.Info("--stop-at-end: group offsets committed on the target", zap.String("group", g), zap.Int("offsets", len(res.Committed)), zap.Int("skipped", len(res.Skipped)))
+		log.Info("--stop-at-end: group offsets on the target", zap.String("group", g), zap.String("how", res.How),
+			zap.Int("offsets", len(res.Offsets)), zap.Int("local_topic_partitions_initialized", res.LocalInitialized))
 	}
 	return nil
 }

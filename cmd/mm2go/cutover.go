@@ -151,6 +151,11 @@ func runCutover(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "cutover of %s, state in %s\n", o.Flow, statePath)
 	}
 	st, err = cutover.Run(ctx, o, st)
+	if errors.Is(err, cutover.ErrStateMismatch) {
+		// The state is another cutover's: its report is not this one's.
+		_, _ = fmt.Fprintf(stderr, "mm2go cutover: %v: use another --state\n", err)
+		return exitUsage
+	}
 	if dryRun {
 		if err != nil {
 			_, _ = fmt.Fprintf(stderr, "mm2go cutover: %v\n", err)
@@ -172,9 +177,6 @@ func runCutover(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	switch {
-	case errors.Is(err, cutover.ErrStateMismatch):
-		_, _ = fmt.Fprintf(stderr, "mm2go cutover: %v: use another --state\n", err)
-		return exitUsage
 	case err != nil && ctx.Err() != nil:
 		_, _ = fmt.Fprintf(stderr, "mm2go cutover: stopped: %v; run it again with --state %s to continue\n", err, statePath)
 		return exitFailure
