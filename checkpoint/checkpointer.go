@@ -18,6 +18,7 @@ import (
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/internal/loop"
 	"github.com/mm2go/mm2go/internal/metric"
+	"github.com/mm2go/mm2go/internal/mm2metrics"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -56,6 +57,9 @@ type Options struct {
 
 	Log        *zap.Logger
 	Registerer prometheus.Registerer
+	// MM2 keeps the figures of MM2's metric names (mm2go
+	// --metrics.mm2-names); nil keeps none.
+	MM2 *mm2metrics.Exporter
 
 	// MaxSegments bounds the exact offset map history kept in memory per
 	// partition; 0 means DefaultMaxSegments.
@@ -173,6 +177,7 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	defer func() {
 		if ctx.Err() != nil {
 			c.m.stopped(c.flow)
+			c.o.MM2.ForgetCheckpoints(c.o.Flow.Source, c.o.Flow.Target, "")
 		}
 	}()
 	err := c.startGuarded(ctx)
@@ -352,6 +357,7 @@ func (c *Checkpointer) refreshGroups(ctx context.Context) {
 		if _, found := slices.BinarySearch(groups, g); !found {
 			removed++
 			c.m.dropAge(c.flow, g)
+			c.o.MM2.ForgetCheckpoints(c.o.Flow.Source, c.o.Flow.Target, g)
 		}
 	}
 	c.log.Info("consumer groups selected", zap.Int("groups", len(groups)), zap.Int("added", added), zap.Int("removed", removed))

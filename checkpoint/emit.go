@@ -138,6 +138,10 @@ func (c *Checkpointer) write(ctx context.Context, ts time.Time, cps []policy.Che
 	now := time.Now()
 	c.st.put(now, acked...)
 	c.m.written(c.flow, len(acked))
+	latency := float64(now.Sub(ts).Microseconds()) / 1000
+	for _, cp := range acked {
+		c.o.MM2.Checkpoint(c.o.Flow.Source, c.o.Flow.Target, cp.Group, cp.Topic, cp.Partition, latency)
+	}
 	if err := errors.Join(errs...); err != nil {
 		c.fail(ctx, metric.Reason(err, reasonProduce), "write checkpoints; retried at the next interval", err,
 			zap.String("topic", c.cpTopic), zap.Int("failed", len(errs)), zap.Int("written", len(acked)))

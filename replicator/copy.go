@@ -61,9 +61,7 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			// the producer a record belongs to it.
 			last := fp.Records[len(fp.Records)-1]
 			lastOffset, lastSkipped := last.Offset, r.skip(last)
-			// Record age is sampled once per fetched batch, by its first
-			// record: per-record observations would cost more than the copy.
-			r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
+			r.polled(p, fp.Records[0].Timestamp)
 			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
 			n := 0
 			for _, rec := range fp.Records {
@@ -222,9 +220,21 @@ func (r *Replicator) noteCaughtUp(p *partition) {
 func (r *Replicator) counted(p *partition, n, size int, ts int64) {
 	r.copied.Add(int64(n))
 	p.ackedTS.Store(ts)
-	r.latency.Observe(float64(time.Now().UnixMilli()-ts) / 1000)
+	now := time.Now()
+	latency := float64(now.UnixMilli() - ts)
+	r.latency.Observe(latency / 1000)
 	p.m.records.Add(float64(n))
 	p.m.bytes.Add(float64(size))
+	p.mm2.Acked(now, n, size, latency)
+}
+
+// polled records the age of a fetched batch of p by its first (oldest)
+// record's timestamp: per-record observations would cost more than the copy.
+func (r *Replicator) polled(p *partition, first time.Time) {
+	now := time.Now()
+	age := now.Sub(first)
+	r.age.Observe(age.Seconds())
+	p.mm2.Polled(now, float64(age.Milliseconds()))
 }
 
 // recordSize is what mm2go_replicator_bytes_total counts of a record: key,

@@ -182,6 +182,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			continue
 		}
 		p := newPartition(np.topic, np.remote, np.partition, pl.start, r.o.Flow.OffsetLagMax, r.m.partitionMetrics(r.flow, np.topic))
+		p.mm2 = r.mm2.Partition(np.topic, np.remote, np.partition, &p.inflight)
 		for _, pair := range pl.tail {
 			p.observe(pair[0], pair[1], false)
 			p.acked.Store(pair[0])

@@ -342,7 +342,7 @@ func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []
 	}
 	r := fw.r
 	r.checkContinuity(p, raws[0].base, rp.LogStartOffset)
-	r.age.Observe(time.Since(time.UnixMilli(raws[0].firstTS)).Seconds())
+	r.polled(p, time.UnixMilli(raws[0].firstTS))
 	epoch := p.epoch.Load()
 	out := make([]*fwdBatch, 0, len(raws))
 	for _, rb := range raws {
@@ -375,7 +375,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 		return nil
 	}
 	r.checkContinuity(p, fp.Records[0].Offset, rp.LogStartOffset)
-	r.age.Observe(time.Since(fp.Records[0].Timestamp).Seconds())
+	r.polled(p, fp.Records[0].Timestamp)
 	epoch := p.epoch.Load()
 	var out []*fwdBatch
 	var chunk []*kgo.Record

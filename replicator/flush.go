@@ -64,6 +64,7 @@ func (r *Replicator) flush(ctx context.Context) error {
 		segs += len(pd.segs)
 	}
 	if len(recs) > 0 {
+		start := time.Now()
 		if err := produceSync(ctx, r.o.Target, recs...); err != nil {
 			for _, pd := range pds {
 				pd.p.give(pd)
@@ -79,6 +80,7 @@ func (r *Replicator) flush(ctx context.Context) error {
 			}
 		}
 		r.m.flushed(r.flow)
+		r.mm2.Committed(time.Since(start))
 	}
 	var syncs []*kgo.Record
 	for _, pd := range pds {

@@ -75,6 +75,7 @@ func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
 			}
 			lag := max(p.lag(), 0)
 			sums[t] += lag
+			p.mm2.SetLag(lag)
 			if r.o.PartitionMetrics {
 				r.m.setPartitionLag(r.flow, t, i, lag)
 			}

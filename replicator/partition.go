@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mm2go/mm2go/internal/loop"
+	"github.com/mm2go/mm2go/internal/mm2metrics"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -79,7 +80,8 @@ type partition struct {
 	// Flush loop only.
 	posWritten offsetmap.Position
 
-	m partitionMetrics
+	m   partitionMetrics
+	mm2 *mm2metrics.Partition // nil when MM2's names are not exported
 }
 
 type partitionMetrics struct {

@@ -139,6 +139,9 @@ func (r *Replicator) stopTopics(topics []string) []*partition {
 		}
 		r.m.forgetTopic(r.flow, r.task, t, parts)
 	}
+	for _, p := range removed {
+		r.mm2.Forget(p.remote, p.partition)
+	}
 	return removed
 }
 

@@ -46,6 +46,7 @@ import (
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
+	"github.com/mm2go/mm2go/internal/mm2metrics"
 	"github.com/mm2go/mm2go/internal/offsetmap"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -106,6 +107,10 @@ type Options struct {
 	// partition. Under mm2go.copy.fencing = epoch each task fences with a
 	// transactional id of its own.
 	Task, Tasks int
+
+	// MM2 keeps the figures of MM2's metric names (mm2go
+	// --metrics.mm2-names); nil keeps none.
+	MM2 *mm2metrics.Exporter
 }
 
 // ConsumerOpts are the options the source client needs on top of the flow's
@@ -167,6 +172,8 @@ type Replicator struct {
 
 	mu    sync.Mutex
 	parts map[string]map[int32]*partition // source topic -> partition -> state
+
+	mm2 *mm2metrics.Task // MM2's metric names; nil when not exported
 
 	inc *incarnations // source topic incarnations copied; see recreate.go
 	// flushMu serialises flushes with forgetTopic's tombstones, so that no
@@ -289,6 +296,7 @@ func New(o Options) (*Replicator, error) {
 	}
 	r.promise = r.onProduced
 	r.age, r.latency = r.m.observers(r.flow)
+	r.mm2 = o.MM2.Task(f.Source, f.Target, o.Task, 0)
 	return r, nil
 }
 
@@ -369,6 +377,7 @@ func (r *Replicator) forgetGauges() {
 	var parts []tp
 	r.eachPartition(func(p *partition) { parts = append(parts, tp{p.topic, p.partition}) })
 	r.m.forgetTask(r.flow, r.task, parts)
+	r.mm2.Close()
 }
 
 // ensureTopics creates the flow's internal topics where missing: the

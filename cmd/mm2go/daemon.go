@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/mm2metrics"
 )
 
 // daemonOptions configure a daemon.
@@ -38,6 +39,8 @@ type daemonOptions struct {
 	DrainTimeout time.Duration
 	// PartitionMetrics exports per-partition lag gauges.
 	PartitionMetrics bool
+	// MM2Names also exports MM2's metric names (internal/mm2metrics).
+	MM2Names bool
 	// Notifier tells systemd about readiness, reloads and stopping; nil
 	// outside systemd.
 	Notifier *notifier
@@ -66,6 +69,7 @@ type daemon struct {
 	o   daemonOptions
 	log *zap.Logger
 	m   *daemonMetrics
+	mm2 *mm2metrics.Exporter // MM2's metric names; nil unless MM2Names
 
 	// mu guards flows, which Run changes on reloads and /readyz reads.
 	mu    sync.Mutex
@@ -120,6 +124,14 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 	}
 	d.m = newDaemonMetrics(o.Registry)
 	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var gather prometheus.Gatherer = o.Registry
+	if o.MM2Names {
+		// A registry of its own: the exporter reads mm2go's at each scrape.
+		d.mm2 = mm2metrics.New(o.Registry)
+		mm2Reg := prometheus.NewRegistry()
+		mm2Reg.MustRegister(d.mm2)
+		gather = prometheus.Gatherers{o.Registry, mm2Reg}
+	}
 	if o.ListenAddress != "" {
 		ln, err := net.Listen("tcp", o.ListenAddress)
 		if err != nil {
@@ -127,7 +139,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		}
 		d.ln = ln
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+		mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{Registry: o.Registry}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("/readyz", d.ready)
 		mux.HandleFunc("/api/v1/offsets", d.offsetsAPI)
@@ -345,6 +357,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				m:                d.m,
 				drainTimeout:     d.o.DrainTimeout,
 				partitionMetrics: d.o.PartitionMetrics,
+				mm2:              d.mm2,
 				maxBufferedBytes: d.o.MaxBufferedBytes,
 				progressInterval: d.o.ProgressInterval,
 				lagInterval:      d.o.LagInterval,

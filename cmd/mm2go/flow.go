@@ -23,6 +23,7 @@ import (
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/itopic"
 	"github.com/mm2go/mm2go/internal/loop"
+	"github.com/mm2go/mm2go/internal/mm2metrics"
 	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/replicator"
 )
@@ -39,6 +40,7 @@ type flowRunner struct {
 
 	drainTimeout     time.Duration
 	partitionMetrics bool
+	mm2              *mm2metrics.Exporter // MM2's metric names; nil when not exported
 	maxBufferedBytes int64
 	progressInterval time.Duration
 	lagInterval      time.Duration
@@ -382,6 +384,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		Registerer:       fr.reg,
 		DrainTimeout:     fr.drainTimeout,
 		PartitionMetrics: fr.partitionMetrics,
+		MM2:              fr.mm2,
 		ProgressInterval: fr.progressInterval,
 		LagInterval:      fr.lagInterval,
 		Task:             task,
@@ -533,6 +536,7 @@ func (fr *flowRunner) runCheckpoints(ctx context.Context, dst *kgo.Client, srcAd
 		CheckpointReader: cpReader,
 		Log:              fr.base.Named("checkpoint"),
 		Registerer:       fr.reg,
+		MM2:              fr.mm2,
 		InitLocalTopics:  true,
 	})
 	if err != nil {

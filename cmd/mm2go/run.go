@@ -106,6 +106,7 @@ type commonFlags struct {
 	listen           string
 	drainTimeout     time.Duration
 	partitionMetrics bool
+	mm2Names         bool
 	pprof            bool
 	maxBufferedBytes int64
 	progressInterval time.Duration
@@ -122,6 +123,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.DurationVar(&c.lagInterval, "lag-interval", 5*time.Second, "how often each flow refreshes its lag gauges and checks that its source and target answer (each check may take as long)")
 	fs.DurationVar(&c.unreachableAfter, "ready.unreachable-after", time.Minute, "/readyz reports a flow not ready once its source or target cluster has not answered for this long (0: never)")
 	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
+	fs.BoolVar(&c.mm2Names, "metrics.mm2-names", false, "also export MirrorMaker 2's metric names as Strimzi's JMX exporter rules write them (kafka_connect_mirror_*, Connect worker, client and JVM series), so MM2's dashboards and alerts keep working")
 	fs.DurationVar(&c.progressInterval, "log.progress-interval", 30*time.Second, "while a backlog is copied, how often each flow logs copied records, rate and ETA")
 	fs.BoolVar(&c.pprof, "debug.pprof", false, "serve Go's profiler at /debug/pprof/ on the web listen address")
 	host, _ := os.Hostname()
@@ -268,6 +270,7 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 		ListenAddress:    cf.listen,
 		DrainTimeout:     cf.drainTimeout,
 		PartitionMetrics: cf.partitionMetrics,
+		MM2Names:         cf.mm2Names,
 		Notifier:         newNotifier(os.Getenv("NOTIFY_SOCKET")),
 		Pprof:            cf.pprof,
 		MaxBufferedBytes: cf.maxBufferedBytes,
