@@ -105,6 +105,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // init creates the flow's series at zero, so that a flow that never wrote a
 // checkpoint shows up as such instead of being absent.
 func (m *metrics) init(flow string) {
+	// The alert on stale checkpoints takes the increase of the errors: at
+	// zero before the first one, which Prometheus would not see as one.
+	for _, r := range []string{reasonGroupList, reasonOffsetFetch, reasonProduce, reasonMapRead, metric.ReasonAuthorization, metric.ReasonTimeout} {
+		m.errors.WithLabelValues(flow, r)
+	}
 	m.checkpoints.WithLabelValues(flow)
 	m.synced.WithLabelValues(flow)
 	m.removed.WithLabelValues(flow)

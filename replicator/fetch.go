@@ -431,6 +431,13 @@ func (fw *forwarder) outOfRange(ctx context.Context, p *partition) {
 		return
 	}
 	r.checkContinuity(p, o.Offset, o.Offset)
+	if o.Offset > p.next {
+		// Nothing below the log start is left to copy: once what was sent
+		// is acknowledged, the position is the log start, so lag and
+		// progress do not wait for a record after the gap to move.
+		p.markerAfter.Store(p.lastData)
+		p.markerEnd.Store(o.Offset)
+	}
 	p.next = o.Offset
 }
 

@@ -150,6 +150,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) partitionMetrics(flow, topic string) partitionMetrics {
+	m.lost.WithLabelValues(flow, topic) // at zero: see alertedReasons
 	return partitionMetrics{
 		records: m.records.WithLabelValues(flow, topic),
 		bytes:   m.bytes.WithLabelValues(flow, topic),
@@ -241,9 +242,21 @@ func (m *metrics) forgetTask(flow, task string, parts []tp) {
 	}
 }
 
-// touch creates the flow's sync series at zero, so that they are exported
-// before the first sync round counts anything.
+// alertedReasons are the error reasons the shipped alert rules take the
+// increase of: their series exist at zero before the first error, since
+// Prometheus sees no increase in a series whose first sample already
+// counts it (one record too large would never alert).
+var alertedReasons = []string{
+	metric.ReasonRecordTooLarge, metric.ReasonAuthorization, reasonTargetTruncated, reasonForeignRecords,
+	reasonSourceRewound, reasonSourceRecreated, reasonTopicCreate, reasonPartitions, reasonConfigSync, reasonACLSync,
+}
+
+// touch creates the flow's sync and alerted error series at zero, so that
+// they are exported before the first sync round or error counts anything.
 func (m *metrics) touch(flow, task string) {
+	for _, r := range alertedReasons {
+		m.errors.WithLabelValues(flow, r)
+	}
 	m.configsSynced.WithLabelValues(flow)
 	m.aclsSynced.WithLabelValues(flow)
 	m.aclsSkipped.WithLabelValues(flow)

@@ -2,12 +2,14 @@ package replicator
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -251,4 +253,39 @@ func TestRecordsLostToRetentionAreCounted(t *testing.T) {
 	warns := logged(logs, zapcore.WarnLevel, "source records removed by retention before they were copied")
 	require.Len(t, warns, 1)
 	require.EqualValues(t, 3, warns[0].ContextMap()["lost"])
+}
+
+// TestRetentionGapAtTheEndClearsLag: when retention removed every record
+// not copied yet, nothing is left to copy: the loss is counted and the lag
+// drops to 0 without waiting for a record after the gap (it stayed at the
+// removed records' count, and the stalled-replication alert firing, until
+// the next record). The batches mode only: in the record mode the
+// consumer's reset to the log start is franz-go's and tells no one.
+func TestRetentionGapAtTheEndClearsLag(t *testing.T) {
+	if os.Getenv("MM2GO_TEST_COPY_MODE") == "records" {
+		t.Skip("the record mode learns of the gap from the next record only")
+	}
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	b.produce("orders", 1, 0, 5)
+	stop := b.run(b.flow(), nil)
+	b.read("A.orders", 5)
+	require.NoError(t, stop())
+
+	b.produce("orders", 1, 5, 5) // offsets 5..9, all removed below
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 10})
+	resps, err := b.srcAdm.DeleteRecords(context.Background(), del)
+	require.NoError(t, err)
+	require.NoError(t, resps.Error())
+
+	reg := prometheus.NewRegistry()
+	stop = b.runLogged(b.flow(), reg, zap.NewNop())
+	defer func() { require.NoError(t, stop()) }()
+	lag := map[string]string{"topic": "orders"}
+	waitFor(t, "the loss counted and the lag at 0", func() bool {
+		n, _ := seriesOf(t, reg, "mm2go_replicator_lag_records", lag)
+		return sumOf(t, reg, "mm2go_replicator_source_records_lost_total", lag) == 5 &&
+			n == 1 && sumOf(t, reg, "mm2go_replicator_lag_records", lag) == 0
+	})
 }
