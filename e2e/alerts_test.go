@@ -1,0 +1,372 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// alertScale is how much faster than the shipped rules the test's copy of
+// them runs: a minute of theirs is alertScale of the test's.
+const alertScale = 3 * time.Second
+
+// scaledThresholds are the thresholds of the shipped rules that are
+// durations in seconds, each with its count in the file; they are scaled
+// like the rules' for: and range durations.
+var scaledThresholds = map[string]int{
+	"(mm2go_flow_cluster_unreachable_seconds) > 60": 1,
+	"(mm2go_replicator_lag_seconds) > 300":          1,
+	"(mm2go_checkpoint_age_seconds) > 900":          1,
+	"mm2go_heartbeat_last_timestamp_seconds > 120":  1,
+}
+
+// scaleRules writes deploy/prometheus/alerts.yml with every duration (for:,
+// range selectors and the thresholds in seconds) scaled by alertScale per
+// minute, and returns its path and each alert's for: after scaling. A rule
+// with a duration the test does not know how to scale fails the test.
+func scaleRules(t *testing.T) (string, map[string]time.Duration) {
+	t.Helper()
+	data, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	require.NoError(t, err)
+	s := string(data)
+	perMinute := alertScale.Seconds()
+	for th, n := range scaledThresholds {
+		require.Equal(t, n, strings.Count(s, th), "threshold %q in alerts.yml: update the test's scaling", th)
+		i := strings.LastIndex(th, "> ")
+		v, err := strconv.ParseFloat(th[i+2:], 64)
+		require.NoError(t, err)
+		s = strings.ReplaceAll(s, th, th[:i+2]+strconv.FormatFloat(v/60*perMinute, 'f', -1, 64))
+	}
+	minutes := regexp.MustCompile(`(for: |\[)(\d+)m\b`)
+	s = minutes.ReplaceAllStringFunc(s, func(m string) string {
+		sub := minutes.FindStringSubmatch(m)
+		n, _ := strconv.Atoi(sub[2])
+		return sub[1] + strconv.FormatFloat(float64(n)*perMinute, 'f', -1, 64) + "s"
+	})
+	require.NotRegexp(t, `(for: |\[)\d+[hmd]`, s, "a duration the test does not scale")
+	fors := map[string]time.Duration{}
+	var name string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "- alert: "); ok {
+			name = v
+			fors[name] = 0
+		}
+		if v, ok := strings.CutPrefix(line, "for: "); ok {
+			d, err := time.ParseDuration(v)
+			require.NoError(t, err)
+			fors[name] = d
+		}
+	}
+	path := filepath.Join(t.TempDir(), "alerts.yml")
+	require.NoError(t, os.WriteFile(path, []byte(s), 0o644))
+	return path, fors
+}
+
+// promAlert is one alert of /api/v1/alerts.
+type promAlert struct {
+	Labels map[string]string `json:"labels"`
+	State  string            `json:"state"`
+}
+
+// firing returns the firing alerts by name, each with the flows (or
+// instances) it fires for.
+func (p *prom) firing() map[string][]string {
+	p.t.Helper()
+	var d struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	require.NoError(p.t, p.api("/api/v1/alerts", nil, &d))
+	out := map[string][]string{}
+	for _, a := range d.Alerts {
+		if a.State == "firing" {
+			out[a.Labels["alertname"]] = append(out[a.Labels["alertname"]], a.Labels["flow"])
+		}
+	}
+	return out
+}
+
+// reload makes Prometheus read a new configuration.
+func (p *prom) reload(targets []promTarget, rules ...string) {
+	p.writeConfig(targets, rules...)
+	resp, err := http.Post("http://"+p.addr+"/-/reload", "", nil)
+	require.NoError(p.t, err)
+	_ = resp.Body.Close()
+	require.Equal(p.t, http.StatusOK, resp.StatusCode, "reload prometheus")
+}
+
+// alertWatch waits for alerts to fire and to resolve, and logs how long
+// each took against its rule's for:.
+type alertWatch struct {
+	t    *testing.T
+	p    *prom
+	fors map[string]time.Duration
+}
+
+// fire waits until every alert of want fires for its flow: "" for any,
+// "->B" for any flow to B.
+func (w *alertWatch) fire(since time.Time, timeout time.Duration, want map[string]string) {
+	w.t.Helper()
+	w.wait(since, timeout, want, true)
+}
+
+// resolve waits until no alert of want fires any more.
+func (w *alertWatch) resolve(since time.Time, timeout time.Duration, want map[string]string) {
+	w.t.Helper()
+	w.wait(since, timeout, want, false)
+}
+
+func (w *alertWatch) wait(since time.Time, timeout time.Duration, want map[string]string, firing bool) {
+	w.t.Helper()
+	left := map[string]string{}
+	for k, v := range want {
+		left[k] = v
+	}
+	deadline := time.Now().Add(timeout)
+	for len(left) > 0 {
+		now := w.p.firing()
+		for name, flow := range left {
+			fires := false
+			for _, f := range now[name] {
+				fires = fires || flow == "" || f == flow || strings.HasPrefix(flow, "->") && strings.HasSuffix(f, flow)
+			}
+			if fires == firing {
+				verb := "resolved"
+				if firing {
+					verb = "fired"
+				}
+				w.t.Logf("%s %s after %.1f s (for: %s)", name, verb, time.Since(since).Seconds(), w.fors[name])
+				delete(left, name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			names := make([]string, 0, len(left))
+			for n := range left {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			w.t.Fatalf("within %s, these alerts did not %s: %v (firing: %v)", timeout, map[bool]string{true: "fire", false: "resolve"}[firing], names, now)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestIntegrationAlerts loads the shipped alert rules into a real
+// Prometheus, time-scaled (a minute of the rules is three seconds here),
+// scrapes mm2go on real Kafka, induces the faults the rules describe and
+// sees each alert fire, then resolve after the fault is removed.
+//
+// Faults, all at once: the target cluster of one flow stopped while a
+// producer writes to its source topic, and records deleted from that
+// topic before they could be copied; a record larger than its remote topic
+// accepts; a source topic recreated under its copy; a flow added by a
+// reload whose source does not answer. Then, one by one: a file that
+// fails to reload, mm2go stopped (SIGSTOP), and its scrape job gone.
+func TestIntegrationAlerts(t *testing.T) { firstPassOnly(testAlerts)(t) }
+
+func testAlerts(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside the other parallel tests
+	e := newEnv(t)
+	d := ownCluster(t, "alerts", "")
+	dAlias := "d" + e.id
+	outTopic, bigTopic, recTopic := e.topic("out"), e.topic("big"), e.topic("rec")
+	e.createTopic(outTopic, 2, nil)
+	e.createTopic(bigTopic, 1, nil)
+	e.createTopic(recTopic, 1, nil)
+	group := "g" + e.id
+	var seq int
+	produceN(t, e.srcCl, []string{outTopic, bigTopic, recTopic}, 1, 30, &seq)
+	offs := make(kadm.Offsets)
+	offs.AddOffset(outTopic, 0, 5, -1)
+	_, err := e.srcAdm.CommitOffsets(e.ctx(), group, offs)
+	require.NoError(t, err)
+	// D is also the source of a flow, with a group of its own.
+	dTopic, dGroup := e.topic("d"), "gd"+e.id
+	dCl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap))
+	require.NoError(t, err)
+	dAdm := kadm.NewClient(dCl)
+	_, err = dAdm.CreateTopic(e.ctx(), 1, 1, nil, dTopic)
+	require.NoError(t, err)
+	produceN(t, dCl, []string{dTopic}, 1, 10, &seq)
+	offs = make(kadm.Offsets)
+	offs.AddOffset(dTopic, 0, 4, -1)
+	_, err = dAdm.CommitOffsets(e.ctx(), dGroup, offs)
+	require.NoError(t, err)
+	dCl.Close()
+
+	lines := func(clusters string) []string {
+		return []string{
+			"clusters = " + clusters,
+			dAlias + ".bootstrap.servers = " + d.bootstrap,
+			dAlias + ".offset.storage.replication.factor = 1",
+			e.src + "->" + dAlias + ".enabled = true",
+			e.src + "->" + dAlias + ".topics = " + outTopic,
+			e.src + "->" + e.dst + ".topics = " + bigTopic + "," + recTopic,
+			e.src + "->" + e.dst + ".sync.topic.configs.enabled = false",
+			dAlias + "->" + e.src + ".enabled = false",
+			dAlias + "->" + e.dst + ".enabled = true",
+			dAlias + "->" + e.dst + ".topics = " + dTopic,
+			dAlias + "->" + e.dst + ".groups = " + dGroup,
+			e.dst + "->" + dAlias + ".enabled = false",
+			"emit.checkpoints.interval.seconds = 1",
+			"refresh.groups.interval.seconds = 1",
+			"groups = " + group,
+			fencingLine(),
+		}
+	}
+	dead, deadAddr := "x"+e.id, freePort(t) // a cluster that does not answer, in a flow added by a reload
+	conf := func(withDead bool) string {
+		clusters := e.src + ", " + e.dst + ", " + dAlias
+		var more []string
+		if withDead {
+			clusters += ", " + dead
+			more = []string{dead + ".bootstrap.servers = " + deadAddr, dead + "->" + e.dst + ".enabled = true"}
+			for _, other := range []string{e.src, dAlias} {
+				more = append(more, dead+"->"+other+".enabled = false", other+"->"+dead+".enabled = false")
+			}
+			more = append(more, e.dst+"->"+dead+".enabled = false")
+		}
+		return e.config(append(lines(clusters), more...)...)
+	}
+	addr := freePort(t)
+	mm := e.start("-c", conf(false), "--web.listen-address", addr, "--lag-interval", "1s")
+	pd, ps, ds := e.src+"->"+dAlias, e.src+"->"+e.dst, dAlias+"->"+e.dst
+	eventually(t, time.Minute, "the flows copying and checkpointing", func() bool {
+		return records(t, e.dstAdm, e.remote(bigTopic)) == 10 && records(t, e.dstAdm, e.remote(recTopic)) == 10 &&
+			records(t, e.dstAdm, dAlias+"."+dTopic) == 10 && scrape(t, addr, `mm2go_checkpoint_checkpoints_total{flow="`+ds+`"}`) > 0 &&
+			scrape(t, addr, `mm2go_replicator_lag_records{flow="`+pd+`",task="0",topic="`+outTopic+`"}`) == 0
+	})
+
+	rules, fors := scaleRules(t)
+	target := []promTarget{{addr: addr}}
+	p := startPrometheus(t, target, rules)
+	w := &alertWatch{t: t, p: p, fors: fors}
+	eventually(t, 30*time.Second, "the rules loaded", func() bool {
+		var r struct {
+			Groups []struct {
+				Rules []any `json:"rules"`
+			} `json:"groups"`
+		}
+		return p.api("/api/v1/rules", nil, &r) == nil && len(r.Groups) == 1 && len(r.Groups[0].Rules) == len(fors)
+	})
+	// Healthy: nothing fires.
+	time.Sleep(5 * alertScale)
+	require.Empty(t, p.firing(), "alerts firing while all is well")
+
+	// The faults.
+	start := time.Now()
+	stop := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				produced <- nil
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := produce(e.srcCl, []string{outTopic}, 2, 10, &seq); err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	d.run("term", "1")
+	// A record the remote topic refuses.
+	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("2000")}}, e.remote(bigTopic))
+	require.NoError(t, err)
+	big := make([]byte, 20_000) // random: compressed, it still does not fit
+	_, _ = rand.Read(big)
+	require.NoError(t, e.srcCl.ProduceSync(e.ctx(), &kgo.Record{Topic: bigTopic, Value: big}).FirstErr())
+	// The source topic recreated with new records.
+	_, err = e.srcAdm.DeleteTopics(e.ctx(), recTopic)
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, "the topic recreated", func() bool {
+		_, err := e.srcAdm.CreateTopic(e.ctx(), 1, 1, nil, recTopic)
+		return err == nil
+	})
+	fresh, err := kgo.NewClient(kgo.SeedBrokers(sourceSeeds...)) // knows the new topic ID
+	require.NoError(t, err)
+	produceN(t, fresh, []string{recTopic}, 1, 5, &seq)
+	fresh.Close()
+	// A flow whose source does not answer.
+	conf(true)
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGHUP))
+	xd := dead + "->" + e.dst
+
+	fired := map[string]string{
+		"MM2GoClusterUnreachable":  pd,
+		"MM2GoTasksWithoutOwner":   pd,
+		"MM2GoReplicationStalled":  pd,
+		"MM2GoLagHigh":             pd,
+		"MM2GoHeartbeatsStale":     "->" + dAlias,
+		"MM2GoBrokerConnectErrors": "",
+		"MM2GoPartitionsStalled":   ps,
+		"MM2GoReplicationErrors":   ps,
+		"MM2GoPartitionsBlocked":   ps,
+		"MM2GoFlowRestarted":       xd,
+		"MM2GoFlowFailing":         xd,
+		"MM2GoCheckpointsStale":    ds,
+	}
+	w.fire(start, 3*time.Minute, fired)
+	t.Logf("firing with the faults: %v", p.firing())
+	// Records removed from the source before they were copied.
+	ends, err := e.srcAdm.ListEndOffsets(e.ctx(), outTopic)
+	require.NoError(t, err)
+	_, err = e.srcAdm.DeleteRecords(e.ctx(), ends.Offsets())
+	require.NoError(t, err)
+
+	// The faults removed.
+	fixed := time.Now()
+	close(stop)
+	require.NoError(t, <-produced)
+	d.run("restart-node", "1")
+	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("1000000")}}, e.remote(bigTopic))
+	require.NoError(t, err)
+	_, err = e.dstAdm.DeleteTopics(e.ctx(), e.remote(recTopic))
+	require.NoError(t, err)
+	conf(false)
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGHUP))
+	w.fire(fixed, 2*time.Minute, map[string]string{"MM2GoSourceRecordsLost": pd})
+	delete(fired, "MM2GoReplicationErrors") // its errors stay in its window of 45 s
+	w.resolve(fixed, 3*time.Minute, fired)
+	w.resolve(fixed, 2*time.Minute, map[string]string{"MM2GoReplicationErrors": ps, "MM2GoSourceRecordsLost": pd})
+
+	// A file that does not load.
+	bad := time.Now()
+	cfg := conf(false)
+	require.NoError(t, os.WriteFile(cfg, []byte("clusters = "+e.src+"\n"+e.src+"->nowhere.enabled = true\n"), 0o600))
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGHUP))
+	w.fire(bad, time.Minute, map[string]string{"MM2GoConfigReloadFailed": ""})
+	conf(false)
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGHUP))
+	w.resolve(bad, time.Minute, map[string]string{"MM2GoConfigReloadFailed": ""})
+
+	// mm2go stopped, then its scrape job gone.
+	frozen := time.Now()
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGSTOP))
+	w.fire(frozen, time.Minute, map[string]string{"MM2GoDown": ""})
+	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGCONT))
+	w.resolve(frozen, time.Minute, map[string]string{"MM2GoDown": ""})
+	gone := time.Now()
+	p.reload(nil, rules)
+	w.fire(gone, time.Minute, map[string]string{"MM2GoAbsent": ""})
+	p.reload(target, rules)
+	w.resolve(gone, time.Minute, map[string]string{"MM2GoAbsent": ""})
+	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
+}
