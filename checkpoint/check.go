@@ -57,6 +57,9 @@ type Failure struct {
 	Reason      FailureReason
 	// Detail is a human-readable explanation with the offsets involved.
 	Detail string
+	// Behind is, for ReasonReplicationBehind, the source offsets not
+	// replicated yet.
+	Behind int64
 }
 
 // GroupCheck is the outcome of Check for one group.
@@ -253,7 +256,7 @@ func checkReplication(idx *Index, offs []GroupOffset, ends kadm.ListedOffsets, r
 				out = append(out, Failure{Topic: o.Topic, Partition: p, Reason: ReasonNoProgress,
 					Detail: fmt.Sprintf("no replication position stored; source %s is %d", end, e)})
 			case pos.Next < e:
-				out = append(out, Failure{Topic: o.Topic, Partition: p, Reason: ReasonReplicationBehind,
+				out = append(out, Failure{Topic: o.Topic, Partition: p, Reason: ReasonReplicationBehind, Behind: e - pos.Next,
 					Detail: fmt.Sprintf("replicated up to %d, source %s is %d (%d behind)", pos.Next, end, e, e-pos.Next)})
 			}
 		}

@@ -257,6 +257,8 @@ func (r *Replicator) fail(p *partition, up int64, err error) {
 	}
 	reason := metric.Reason(err, reasonProduce)
 	r.m.error(r.flow, reason)
+	p.lastErr.Store(&PartitionError{Topic: p.topic, Partition: p.partition, RemoteTopic: p.remote,
+		Offset: up, Reason: reason, Err: err.Error(), At: time.Now()})
 	r.log.Error("target refused record; partition paused and retried from its last acknowledged offset",
 		zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", up),
 		zap.String("target_topic", p.remote), zap.String("reason", reason), zap.Error(err))

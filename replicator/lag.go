@@ -1,8 +1,11 @@
 package replicator
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -133,6 +136,38 @@ type Stats struct {
 	// Lag is the number of source offsets not yet acknowledged, summed over
 	// partitions whose end is known.
 	Lag int64
+}
+
+// PartitionError is the last write of a source partition the target
+// refused.
+type PartitionError struct {
+	Topic       string
+	Partition   int32
+	RemoteTopic string
+	Offset      int64 // the upstream offset of the record refused
+	Reason      string
+	Err         string
+	At          time.Time
+	// Stalled says the partition is still paused and retried; false once
+	// it copies again.
+	Stalled bool
+}
+
+// PartitionErrors returns the last refusal of every partition the target
+// refused a write of since the replicator started, by topic and partition.
+func (r *Replicator) PartitionErrors() []PartitionError {
+	var out []PartitionError
+	r.eachPartition(func(p *partition) {
+		if e := p.lastErr.Load(); e != nil {
+			pe := *e
+			pe.Stalled = p.failed.Load()
+			out = append(out, pe)
+		}
+	})
+	slices.SortFunc(out, func(a, b PartitionError) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
 }
 
 // Stats returns a summary of the flow's partitions.

@@ -82,6 +82,8 @@ type partition struct {
 
 	m   partitionMetrics
 	mm2 *mm2metrics.Partition // nil when MM2's names are not exported
+
+	lastErr atomic.Pointer[PartitionError] // the target's last refusal, for the status page
 }
 
 type partitionMetrics struct {

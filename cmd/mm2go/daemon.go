@@ -143,6 +143,7 @@ func newDaemon(o daemonOptions) (*daemon, error) {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		mux.HandleFunc("/readyz", d.ready)
 		mux.HandleFunc("/api/v1/offsets", d.offsetsAPI)
+		mux.HandleFunc("/", d.statusPage)
 		if o.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

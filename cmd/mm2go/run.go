@@ -118,7 +118,7 @@ type commonFlags struct {
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.StringVar(&c.logLevel, "log.level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log.format", string(logConsole), "log format: console or json")
-	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address for /metrics, /healthz and /readyz; empty disables it")
+	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address of the status page (/), /metrics, /healthz, /readyz and /api/v1/offsets; empty disables it")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
 	fs.DurationVar(&c.lagInterval, "lag-interval", 5*time.Second, "how often each flow refreshes its lag gauges and checks that its source and target answer (each check may take as long)")
 	fs.DurationVar(&c.unreachableAfter, "ready.unreachable-after", time.Minute, "/readyz reports a flow not ready once its source or target cluster has not answered for this long (0: never)")
