@@ -91,7 +91,8 @@ type Checkpointer struct {
 	marker string       // commit metadata of the exact sync's own commits
 
 	mu       sync.Mutex
-	groups   []string // selected source groups, sorted; nil until the first refresh succeeded
+	groups   []string             // selected source groups, sorted; nil until the first refresh succeeded
+	missing  map[string]time.Time // selected groups the last listings lacked, since when (refresh only)
 	overlaps map[overlapKey]bool
 }
 
@@ -208,6 +209,38 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// groupGoneAfter is how long a selected group must be missing from the
+// source's listings before it is dropped: a broker shutting down answers
+// ListGroups with none, and dropping the groups then would delete their
+// checkpoint age (and the alert on it) during the very source outage it
+// should report.
+var groupGoneAfter = 30 * time.Second
+
+// keepMissing returns the groups listed plus those of old the listings have
+// lacked for less than after (missing records since when, updated), sorted.
+func keepMissing(old, listed []string, missing map[string]time.Time, now time.Time, after time.Duration) []string {
+	out := slices.Clone(listed)
+	for _, g := range listed {
+		delete(missing, g)
+	}
+	for _, g := range old {
+		if _, found := slices.BinarySearch(listed, g); found {
+			continue
+		}
+		since, ok := missing[g]
+		if !ok {
+			since, missing[g] = now, now
+		}
+		if now.Sub(since) < after {
+			out = append(out, g)
+		} else {
+			delete(missing, g)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // startGuarded runs start; under the exact group-offset sync, the sync's
@@ -341,6 +374,10 @@ func (c *Checkpointer) refreshGroups(ctx context.Context) {
 	}
 	c.mu.Lock()
 	old := c.groups
+	if c.missing == nil {
+		c.missing = make(map[string]time.Time)
+	}
+	groups = keepMissing(old, groups, c.missing, time.Now(), groupGoneAfter)
 	c.groups = groups
 	c.mu.Unlock()
 	c.m.setGroups(c.flow, len(groups))

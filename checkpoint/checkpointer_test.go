@@ -333,3 +333,31 @@ func TestStoppedCheckpointerDeletesItsGauges(t *testing.T) {
 	}
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "mm2go_checkpoint_checkpoints_total"), "counters stay")
 }
+
+func TestKeepMissing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	missing := map[string]time.Time{}
+	step := func(old, listed []string, at time.Duration) []string {
+		return keepMissing(old, listed, missing, t0.Add(at), 30*time.Second)
+	}
+	// A broker shutting down lists no group: both are kept.
+	got := step([]string{"a", "b"}, nil, 0)
+	require.Equal(t, []string{"a", "b"}, got)
+	// b is back 10 s later; a still missing, kept.
+	got = step(got, []string{"b", "c"}, 10*time.Second)
+	require.Equal(t, []string{"a", "b", "c"}, got)
+	require.Equal(t, map[string]time.Time{"a": t0}, missing)
+	// a missing for 30 s: dropped.
+	got = step(got, []string{"b", "c"}, 30*time.Second)
+	require.Equal(t, []string{"b", "c"}, got)
+	require.Empty(t, missing)
+	// A group that comes back is no longer missing; missing again, it
+	// counts from then.
+	got = step(got, []string{"c"}, 40*time.Second)
+	require.Equal(t, []string{"b", "c"}, got)
+	got = step(got, []string{"b", "c"}, 50*time.Second)
+	require.Empty(t, missing)
+	got = step(got, []string{"c"}, 60*time.Second)
+	require.Equal(t, []string{"b", "c"}, got)
+	require.Equal(t, map[string]time.Time{"b": t0.Add(60 * time.Second)}, missing)
+}

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -171,12 +173,15 @@ func (w *alertWatch) wait(since time.Time, timeout time.Duration, want map[strin
 // scrapes mm2go on real Kafka, induces the faults the rules describe and
 // sees each alert fire, then resolve after the fault is removed.
 //
-// Faults, all at once: the target cluster of one flow stopped while a
-// producer writes to its source topic, and records deleted from that
-// topic before they could be copied; a record larger than its remote topic
-// accepts; a source topic recreated under its copy; a flow added by a
-// reload whose source does not answer. Then, one by one: a file that
-// fails to reload, mm2go stopped (SIGSTOP), and its scrape job gone.
+// Faults, all at once: a cluster stopped, the target of one flow (while a
+// producer writes to its source topic, whose records are then deleted
+// before they could be copied) and the source of another (with a consumer
+// group); a record larger than its remote topic accepts; a source topic
+// recreated under its copy; a flow added by a reload whose source does not
+// answer; a second mm2go whose checkpointer an ACL keeps from its topic,
+// and which keeps too little history for a topic written in transactions.
+// Then, one by one: a file that fails to reload, mm2go stopped (SIGSTOP),
+// and its scrape job gone.
 func TestIntegrationAlerts(t *testing.T) { firstPassOnly(testAlerts)(t) }
 
 func testAlerts(t *testing.T) {
@@ -254,6 +259,55 @@ func testAlerts(t *testing.T) {
 
 	rules, fors := scaleRules(t)
 	target := []promTarget{{addr: addr}}
+
+	// A second mm2go, B, copies a topic written in transactions to q, an
+	// ACL-enforcing cluster (primary3), keeping 2 segments of exact history
+	// per partition: its checkpointer cannot create its checkpoints topic
+	// while an ACL denies it, and once it can, the transaction markers make
+	// more segments than it keeps (the translations turn approximate).
+	q, txTopic := "q"+e.id, e.topic("tx")
+	sq := e.src + "->" + q
+	qCl, err := kgo.NewClient(kgo.SeedBrokers(source3Seeds...))
+	require.NoError(t, err)
+	defer qCl.Close()
+	qAdm := kadm.NewClient(qCl)
+	e.createTopic(txTopic, 1, nil)
+	tx := newProducerClient(t, sourceSeeds, "tx"+e.id)
+	for i := range 6 {
+		require.NoError(t, tx.BeginTransaction())
+		for j := range 3 {
+			require.NoError(t, tx.ProduceSync(e.ctx(), &kgo.Record{Topic: txTopic, Value: []byte(fmt.Sprintf("tx-%d-%d", i, j))}).FirstErr())
+		}
+		require.NoError(t, tx.EndTransaction(e.ctx(), kgo.TryCommit))
+	}
+	cpTopic := e.src + ".checkpoints.internal"
+	scACL(t, qAdm, cpTopic, kadm.ACLPatternLiteral, "User:*", kadm.OpAll, false)
+	bFile := filepath.Join(t.TempDir(), "b.properties")
+	require.NoError(t, os.WriteFile(bFile, []byte(strings.Join([]string{
+		"clusters = " + e.src + ", " + q,
+		copyModeLine(),
+		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
+		q + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
+		sq + ".enabled = true",
+		sq + ".topics = " + txTopic,
+		q + "->" + e.src + ".enabled = false",
+		"replication.factor = 1", "offset-syncs.topic.replication.factor = 1", "checkpoints.topic.replication.factor = 1",
+		q + ".offset.storage.replication.factor = 1", q + ".offset.flush.interval.ms = 500",
+		"emit.heartbeats.enabled = false", "refresh.topics.interval.seconds = 1",
+		"emit.checkpoints.interval.seconds = 1", "refresh.groups.interval.seconds = 1",
+		// Scaled like the rules: each failed start of the checkpointer
+		// takes this long (a minute by default).
+		"admin.timeout.ms = 3000",
+		fencingLine(),
+	}, "\n")+"\n"), 0o600))
+	bAddr := freePort(t)
+	startB := func(extra ...string) *proc {
+		return e.start(append([]string{"-c", bFile, "--web.listen-address", bAddr, "--lag-interval", "1s", "--instance-id", "b" + e.id}, extra...)...)
+	}
+	defer func() { // the ACL is removed below; not when the test failed before
+		_, _ = qAdm.DeleteACLs(context.Background(), kadm.NewACLs().Topics(cpTopic).ResourcePatternType(kadm.ACLPatternLiteral).
+			Deny("User:*").DenyHosts("*").Operations(kadm.OpAll))
+	}()
 	p := startPrometheus(t, target, rules)
 	w := &alertWatch{t: t, p: p, fors: fors}
 	eventually(t, 30*time.Second, "the rules loaded", func() bool {
@@ -270,23 +324,11 @@ func testAlerts(t *testing.T) {
 
 	// The faults.
 	start := time.Now()
-	stop := make(chan struct{})
-	produced := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				produced <- nil
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if _, err := produce(e.srcCl, []string{outTopic}, 2, 10, &seq); err != nil {
-				produced <- err
-				return
-			}
-		}
-	}()
+	stopProducing := produceEvery(e.srcCl, outTopic, 2, 10, 100*time.Millisecond, 1_000_000)
 	d.run("term", "1")
+	mmB := startB("--checkpoint.max-segments", "2")
+	targets := append(target, promTarget{addr: bAddr})
+	p.reload(targets, rules)
 	// A record the remote topic refuses.
 	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("2000")}}, e.remote(bigTopic))
 	require.NoError(t, err)
@@ -322,6 +364,7 @@ func testAlerts(t *testing.T) {
 		"MM2GoFlowRestarted":       xd,
 		"MM2GoFlowFailing":         xd,
 		"MM2GoCheckpointsStale":    ds,
+		"MM2GoWorkerRestarting":    sq,
 	}
 	w.fire(start, 3*time.Minute, fired)
 	t.Logf("firing with the faults: %v", p.firing())
@@ -333,8 +376,7 @@ func testAlerts(t *testing.T) {
 
 	// The faults removed.
 	fixed := time.Now()
-	close(stop)
-	require.NoError(t, <-produced)
+	require.NoError(t, stopProducing())
 	d.run("restart-node", "1")
 	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("1000000")}}, e.remote(bigTopic))
 	require.NoError(t, err)
@@ -342,10 +384,16 @@ func testAlerts(t *testing.T) {
 	require.NoError(t, err)
 	conf(false)
 	require.NoError(t, mm.cmd.Process.Signal(syscall.SIGHUP))
-	w.fire(fixed, 2*time.Minute, map[string]string{"MM2GoSourceRecordsLost": pd})
+	_, err = qAdm.DeleteACLs(e.ctx(), kadm.NewACLs().Topics(cpTopic).ResourcePatternType(kadm.ACLPatternLiteral).
+		Deny("User:*").DenyHosts("*").Operations(kadm.OpAll))
+	require.NoError(t, err)
+	w.fire(fixed, 2*time.Minute, map[string]string{"MM2GoSourceRecordsLost": pd, "MM2GoTranslationDegraded": sq})
+	// B keeps the whole history again once started with the default bound.
+	require.Zero(t, mmB.stop(t, syscall.SIGTERM, 30*time.Second))
+	mmB = startB()
 	delete(fired, "MM2GoReplicationErrors") // its errors stay in its window of 45 s
 	w.resolve(fixed, 3*time.Minute, fired)
-	w.resolve(fixed, 2*time.Minute, map[string]string{"MM2GoReplicationErrors": ps, "MM2GoSourceRecordsLost": pd})
+	w.resolve(fixed, 2*time.Minute, map[string]string{"MM2GoReplicationErrors": ps, "MM2GoSourceRecordsLost": pd, "MM2GoTranslationDegraded": sq})
 
 	// A file that does not load.
 	bad := time.Now()
@@ -366,7 +414,8 @@ func testAlerts(t *testing.T) {
 	gone := time.Now()
 	p.reload(nil, rules)
 	w.fire(gone, time.Minute, map[string]string{"MM2GoAbsent": ""})
-	p.reload(target, rules)
+	p.reload(targets, rules)
 	w.resolve(gone, time.Minute, map[string]string{"MM2GoAbsent": ""})
 	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
+	require.Zero(t, mmB.stop(t, syscall.SIGTERM, 30*time.Second))
 }

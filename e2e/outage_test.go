@@ -78,22 +78,7 @@ func testClusterOutage(t *testing.T) {
 		return code == http.StatusOK && lag() == 0 && records(t, e.dstAdm, dAlias+"."+dTopic) == 1
 	})
 
-	stop := make(chan struct{})
-	produced := make(chan error)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				produced <- nil
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if _, err := produce(e.srcCl, []string{pTopic}, 2, 10, &seq); err != nil {
-				produced <- err
-				return
-			}
-		}
-	}()
+	stopProducing := produceEvery(e.srcCl, pTopic, 2, 10, 50*time.Millisecond, seq)
 	down := time.Now()
 	d.run("term", "1")
 	var body string
@@ -116,8 +101,7 @@ func testClusterOutage(t *testing.T) {
 	})
 
 	d.run("restart-node", "1")
-	close(stop)
-	require.NoError(t, <-produced)
+	require.NoError(t, stopProducing())
 	eventually(t, 2*time.Minute, "ready, caught up, D answering", func() bool {
 		code, _ := ready()
 		return code == http.StatusOK && lag() == 0 && unreachable(pd, "target") == 0 && unreachable(ds, "source") == 0

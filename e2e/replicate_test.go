@@ -31,6 +31,33 @@ func produceN(t *testing.T, cl *kgo.Client, topics []string, partitions int32, n
 	return out
 }
 
+// produceEvery writes n records over partitions of topic every interval
+// from a goroutine of its own, numbering them from first on; stop ends it
+// and returns its first error.
+func produceEvery(cl *kgo.Client, topic string, partitions int32, n int, interval time.Duration, first int) (stop func() error) {
+	done := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		seq := first
+		for {
+			select {
+			case <-done:
+				produced <- nil
+				return
+			case <-time.After(interval):
+			}
+			if _, err := produce(cl, []string{topic}, partitions, n, &seq); err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(done)
+		return <-produced
+	}
+}
+
 // produce is produceN for goroutines other than the test's.
 func produce(cl *kgo.Client, topics []string, partitions int32, n int, seq *int) (map[string]map[int32][]rec, error) {
 	out := make(map[string]map[int32][]rec)

@@ -60,6 +60,9 @@ type daemonOptions struct {
 	// LagInterval is how often each replicator refreshes its lag and
 	// checks both clusters; 0: the replicator's default (5 s).
 	LagInterval time.Duration
+	// MaxSegments bounds each checkpointer's exact history per partition;
+	// 0: checkpoint.DefaultMaxSegments.
+	MaxSegments int
 }
 
 // daemon runs every selected flow and the HTTP endpoint, and applies
@@ -362,6 +365,7 @@ func (d *daemon) apply(ctx context.Context, cfg *config.Config) error {
 				maxBufferedBytes: d.o.MaxBufferedBytes,
 				progressInterval: d.o.ProgressInterval,
 				lagInterval:      d.o.LagInterval,
+				maxSegments:      d.o.MaxSegments,
 				instanceID:       d.o.InstanceID,
 			},
 			fingerprint: f.Fingerprint(),

@@ -44,6 +44,7 @@ type flowRunner struct {
 	maxBufferedBytes int64
 	progressInterval time.Duration
 	lagInterval      time.Duration
+	maxSegments      int // the checkpointer's exact history per partition; 0: its default
 
 	instanceID string
 	// srcReach and dstReach follow whether the flow's clusters answer
@@ -537,6 +538,7 @@ func (fr *flowRunner) runCheckpoints(ctx context.Context, dst *kgo.Client, srcAd
 		Log:              fr.base.Named("checkpoint"),
 		Registerer:       fr.reg,
 		MM2:              fr.mm2,
+		MaxSegments:      fr.maxSegments,
 		InitLocalTopics:  true,
 	})
 	if err != nil {

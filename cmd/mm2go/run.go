@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
 )
 
@@ -113,6 +114,7 @@ type commonFlags struct {
 	instanceID       string
 	unreachableAfter time.Duration
 	lagInterval      time.Duration
+	maxSegments      int
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
@@ -120,6 +122,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, listenDefault string) {
 	fs.StringVar(&c.logFormat, "log.format", string(logConsole), "log format: console or json")
 	fs.StringVar(&c.listen, "web.listen-address", listenDefault, "address of the status page (/), /metrics, /healthz, /readyz and /api/v1/offsets; empty disables it")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 10*time.Second, "at shutdown, how long each flow may take to write in-flight records and store its progress")
+	fs.IntVar(&c.maxSegments, "checkpoint.max-segments", checkpoint.DefaultMaxSegments, "exact offset-map history each flow's checkpointer keeps in memory per source partition, in segments (a segment per transaction marker, restart or other gap); older history is thinned and translates approximately (MM2's rule: never skips, may re-deliver)")
 	fs.DurationVar(&c.lagInterval, "lag-interval", 5*time.Second, "how often each flow refreshes its lag gauges and checks that its source and target answer (each check may take as long)")
 	fs.DurationVar(&c.unreachableAfter, "ready.unreachable-after", time.Minute, "/readyz reports a flow not ready once its source or target cluster has not answered for this long (0: never)")
 	fs.BoolVar(&c.partitionMetrics, "metrics.partitions", true, "export per-partition lag gauges (false keeps the series count independent of partition counts)")
@@ -243,6 +246,10 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, "mm2go: -c FILE is required (the MirrorMaker 2 properties file)")
 		return exitUsage
 	}
+	if cf.maxSegments < 2 {
+		_, _ = fmt.Fprintf(stderr, "mm2go: --checkpoint.max-segments: %d is below 2\n", cf.maxSegments)
+		return exitUsage
+	}
 
 	reg := prometheus.NewRegistry()
 	log, lvl, err := newLogger(stderr, cf.logLevel, logFormat(cf.logFormat), reg)
@@ -278,6 +285,7 @@ func runDaemon(args []string, _, stderr io.Writer) int {
 		InstanceID:       cf.instanceID,
 		UnreachableAfter: cf.unreachableAfter,
 		LagInterval:      cf.lagInterval,
+		MaxSegments:      cf.maxSegments,
 	})
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)

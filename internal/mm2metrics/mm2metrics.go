@@ -88,9 +88,10 @@ type partKey struct {
 	partition int32
 }
 
-// Task returns the figures of task n of the flow source->target, whose
-// producer holds at most bufferBytes (0: Kafka's default, 32 MiB). A task
-// started again on this instance continues the figures it had.
+// Task returns new figures of task n of the flow source->target, whose
+// producer holds at most bufferBytes (0: Kafka's default, 32 MiB); they
+// replace the task's figures of before (a restarted task starts from zero,
+// as MM2's do).
 func (e *Exporter) Task(source, target string, n int, bufferBytes int64) *Task {
 	if e == nil {
 		return nil
@@ -100,23 +101,22 @@ func (e *Exporter) Task(source, target string, n int, bufferBytes int64) *Task {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	k := taskKey{source, target, n}
-	t := e.tasks[k]
-	if t == nil {
-		t = &Task{e: e, source: source, target: target, task: n, parts: make(map[partKey]*Partition)}
-		e.tasks[k] = t
-	}
-	t.bufferBytes = bufferBytes
+	t := &Task{e: e, source: source, target: target, task: n, bufferBytes: bufferBytes, parts: make(map[partKey]*Partition)}
+	e.tasks[taskKey{source, target, n}] = t
 	return t
 }
 
-// Close removes the task's series: it stopped on this instance.
+// Close removes the task's series: it stopped on this instance (unless the
+// task started again meanwhile and has new figures).
 func (t *Task) Close() {
 	if t == nil {
 		return
 	}
+	k := taskKey{t.source, t.target, t.task}
 	t.e.mu.Lock()
-	delete(t.e.tasks, taskKey{t.source, t.target, t.task})
+	if t.e.tasks[k] == t {
+		delete(t.e.tasks, k)
+	}
 	t.e.mu.Unlock()
 }
 

@@ -149,7 +149,13 @@ kafka_connect_mirror_mirrorsourceconnector_byte_rate{partition="3",source="A",ta
 	n, err := testutil.GatherAndCount(reg, sourcePrefix+"record_count", checkpointPrefix+"checkpoint_latency_ms")
 	require.NoError(t, err)
 	require.Zero(t, n)
+	// A task started again before the old one closed keeps its series.
+	again := e.Task("A", "B", 0, 0)
 	task.Close()
+	n, err = testutil.GatherAndCount(reg, "kafka_connect_source_task_source_record_active_count")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	again.Close()
 	n, err = testutil.GatherAndCount(reg, "kafka_connect_source_task_source_record_active_count")
 	require.NoError(t, err)
 	require.Zero(t, n)
