@@ -130,6 +130,64 @@ func (w *alertWatch) resolve(since time.Time, timeout time.Duration, want map[st
 	w.wait(since, timeout, want, false)
 }
 
+// checkTimely checks in Prometheus's ALERTS series, from begin on, that
+// each alert fired and that every series of it fired within its rule's
+// for: plus two scrape intervals (and one evaluation) after its condition
+// held, i.e. after the pending state began.
+func (w *alertWatch) checkTimely(begin time.Time) {
+	w.t.Helper()
+	end := time.Now()
+	const slack = 3 * time.Second // two scrapes and an evaluation, a second each
+	var worst time.Duration
+	defer func() { w.t.Logf("every alert fired at most %s after its condition held plus its for:", worst) }()
+	for name, forDur := range w.fors {
+		firing := w.p.queryRange(`ALERTS{alertname="`+name+`",alertstate="firing"}`, begin, end)
+		require.NotEmpty(w.t, firing, "%s never fired", name)
+		pending := map[string][]float64{}
+		for _, s := range w.p.queryRange(`ALERTS{alertname="`+name+`",alertstate="pending"}`, begin, end) {
+			pending[seriesKey(s.Metric)] = sampleTimes(s)
+		}
+		for _, s := range firing {
+			fired := sampleTimes(s)[0]
+			// The pending run that ended when the alert fired.
+			start := fired
+			ts := pending[seriesKey(s.Metric)]
+			for i := len(ts) - 1; i >= 0; i-- {
+				if ts[i] < start && start-ts[i] <= 1.5 {
+					start = ts[i]
+				}
+			}
+			took := time.Duration((fired - start) * float64(time.Second))
+			require.LessOrEqual(w.t, took, forDur+slack, "%s %v fired %s after its condition held (for: %s)", name, s.Metric, took, forDur)
+			if forDur > 0 {
+				require.GreaterOrEqual(w.t, took, forDur-time.Second, "%s %v: no pending state found before it fired", name, s.Metric)
+			}
+			worst = max(worst, took-forDur)
+		}
+	}
+}
+
+// seriesKey identifies a series of ALERTS by its labels but the state.
+func seriesKey(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if k != "alertstate" {
+			keys = append(keys, k+"="+v)
+		}
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+// sampleTimes returns the times of a range answer's samples, Unix seconds.
+func sampleTimes(s promSeries) []float64 {
+	out := make([]float64, len(s.Values))
+	for i, v := range s.Values {
+		out[i] = promValue(v[0])
+	}
+	return out
+}
+
 func (w *alertWatch) wait(since time.Time, timeout time.Duration, want map[string]string, firing bool) {
 	w.t.Helper()
 	left := map[string]string{}
@@ -258,6 +316,7 @@ func testAlerts(t *testing.T) {
 	})
 
 	rules, fors := scaleRules(t)
+	begin := time.Now()
 	target := []promTarget{{addr: addr}}
 
 	// A second mm2go, B, copies a topic written in transactions to q, an
@@ -421,4 +480,5 @@ func testAlerts(t *testing.T) {
 	w.resolve(gone, time.Minute, map[string]string{"MM2GoAbsent": ""})
 	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
 	require.Zero(t, mmB.stop(t, syscall.SIGTERM, 30*time.Second))
+	w.checkTimely(begin)
 }

@@ -201,7 +201,9 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			srcRanges[j.p.topic] = make(map[int32]itopic.Range)
 		}
 		k := tp{j.p.topic, j.p.partition}
-		srcRanges[j.p.topic][j.p.partition] = itopic.Range{From: j.after + 1, To: sourceEnd[k]}
+		// Records retention removed since cannot be read: the source's
+		// first record left is matched within the tail instead (below).
+		srcRanges[j.p.topic][j.p.partition] = itopic.Range{From: max(j.after+1, sourceStart[k]), To: sourceEnd[k]}
 		want[k] = int(j.target.To - j.target.From)
 	}
 	dstRecs := make(map[tp][]*kgo.Record)
@@ -228,6 +230,12 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		k := tp{j.p.topic, j.p.partition}
 		dst, src := dstRecs[tp{j.p.remote, j.p.partition}], srcRecs[k]
 		pl := out[k]
+		skip := 0
+		if gap := sourceStart[k] - (j.after + 1); gap > 0 {
+			skip = r.tailAfterRetention(j.p, dst, src, gap, sourceStart[k])
+			pl.from = max(pl.from, sourceStart[k])
+		}
+		dst = dst[skip:]
 		n := 0
 		for n < len(dst) && n < len(src) && policy.CopyDiff(src[n], dst[n]) == 0 {
 			pl.tail = append(pl.tail, [2]int64{src[n].Offset, dst[n].Offset})
@@ -249,6 +257,28 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		}
 	}
 	return out, nil
+}
+
+// tailAfterRetention handles a copied tail whose first source records
+// retention removed before the restart could compare them (gap records
+// below the log start, start): the tail's records before the one equal to
+// the source's first record left (all of them when none is) were copied
+// from the removed ones and are kept unmapped; the rest of the gap was
+// never copied and is counted lost. It returns how many tail records come
+// before the source's first one.
+func (r *Replicator) tailAfterRetention(p newPart, dst, src []*kgo.Record, gap, start int64) int {
+	skip := 0
+	for skip < len(dst) && (len(src) == 0 || policy.CopyDiff(src[0], dst[skip]) != 0) {
+		skip++
+	}
+	if lost := gap - int64(skip); lost > 0 {
+		r.m.sourceLost(r.flow, p.topic, lost)
+		r.m.error(r.flow, reasonSourceGap)
+	}
+	r.log.Warn("records copied before a crash whose source records retention removed since: kept on the target without offset map entries; copying resumes at the source's log start",
+		zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.String("target_topic", p.remote),
+		zap.Int("copied_unmapped", skip), zap.Int64("lost", max(gap-int64(skip), 0)), zap.Int64("log_start_offset", start))
+	return skip
 }
 
 // legacySyncs reads the flow's MM2 offset-syncs topic and returns its

@@ -758,3 +758,61 @@ func TestDrainBoundedOnce(t *testing.T) {
 	require.Less(t, took, 1800*time.Millisecond, "drain of 1 s took %s", took)
 	require.GreaterOrEqual(t, took, 900*time.Millisecond, "stopped before its drain time: nothing was held")
 }
+
+// TestRestartReconcilesTailWhoseSourceIsGone: records copied before a crash
+// whose source records retention removed before the restart could compare
+// them. The restart does not wait for them (it read until its deadline and
+// failed the flow, again and again): the tail's records the source no
+// longer has are kept, the source's records left are matched against the
+// rest, nothing is copied twice, and only what was never copied counts as
+// lost.
+func TestRestartReconcilesTailWhoseSourceIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deleteTo  int64 // source records below are removed
+		wantTotal int64 // records on the target in the end
+		wantLost  float64
+	}{
+		{name: "part of the tail removed", deleteTo: 25, wantTotal: 35, wantLost: 0},
+		{name: "all removed, some never copied", deleteTo: 35, wantTotal: 30, wantLost: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBed(t)
+			b.createTopic(b.srcAdm, "orders", 1, nil)
+			b.produce("orders", 1, 0, 20)
+			stop := b.run(b.flow(), nil)
+			b.read("A.orders", 20)
+			require.NoError(t, stop())
+
+			// The "crash": records 20..29 reached the target unrecorded;
+			// 30..34 were written after it.
+			b.produce("orders", 1, 20, 10)
+			src := newClient(t, b.src, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().At(20)}}))
+			var copied []*kgo.Record
+			for len(copied) < 10 {
+				src.PollFetches(context.Background()).EachRecord(func(r *kgo.Record) {
+					copied = append(copied, &kgo.Record{Topic: "A.orders", Partition: 0, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+				})
+			}
+			dst := newClient(t, b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			require.NoError(t, dst.ProduceSync(context.Background(), copied...).FirstErr())
+			b.produce("orders", 1, 30, 5)
+			var del kadm.Offsets
+			del.Add(kadm.Offset{Topic: "orders", Partition: 0, At: tc.deleteTo})
+			resps, err := b.srcAdm.DeleteRecords(context.Background(), del)
+			require.NoError(t, err)
+			require.NoError(t, resps.Error())
+
+			reg := prometheus.NewRegistry()
+			stop = b.run(b.flow(), reg)
+			defer func() { require.NoError(t, stop()) }()
+			orders := map[string]string{"topic": "orders"}
+			waitFor(t, "the run caught up", func() bool {
+				n, lag := seriesOf(t, reg, "mm2go_replicator_lag_records", orders)
+				return n == 1 && lag == 0 && b.copied("A.orders") == tc.wantTotal
+			})
+			require.Equal(t, tc.wantLost, sumOf(t, reg, "mm2go_replicator_source_records_lost_total", orders))
+			require.Equal(t, tc.wantTotal, b.copied("A.orders"), "nothing copied twice")
+		})
+	}
+}
