@@ -396,8 +396,7 @@ func testAlerts(t *testing.T) {
 	targets := append(target, promTarget{addr: bAddr})
 	p.reload(targets, rules)
 	// A record the remote topic refuses.
-	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("2000")}}, e.remote(bigTopic))
-	require.NoError(t, err)
+	setTopicConfig(t, e.dstAdm, e.remote(bigTopic), "max.message.bytes", "2000")
 	big := make([]byte, 20_000) // random: compressed, it still does not fit
 	_, _ = rand.Read(big)
 	require.NoError(t, e.srcCl.ProduceSync(e.ctx(), &kgo.Record{Topic: bigTopic, Value: big}).FirstErr())
@@ -451,8 +450,7 @@ func testAlerts(t *testing.T) {
 	fixed := time.Now()
 	require.NoError(t, stopProducing())
 	d.run("restart-node", "1")
-	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("1000000")}}, e.remote(bigTopic))
-	require.NoError(t, err)
+	setTopicConfig(t, e.dstAdm, e.remote(bigTopic), "max.message.bytes", "1000000")
 	_, err = e.dstAdm.DeleteTopics(e.ctx(), e.remote(recTopic))
 	require.NoError(t, err)
 	conf(false)

@@ -284,6 +284,34 @@ func readAll(t *testing.T, seeds []string, topic string) map[int32][]*kgo.Record
 	return out
 }
 
+// setTopicConfig sets one config of a topic and waits until the broker
+// describes it so: KRaft applies it through the metadata log, and a record
+// produced right after the alter may still meet the old value.
+func setTopicConfig(t *testing.T, adm *kadm.Client, topic, key, value string) {
+	t.Helper()
+	resps, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: key, Value: &value}}, topic)
+	require.NoError(t, err)
+	for _, r := range resps {
+		require.NoError(t, r.Err, "alter %s of %s", key, topic)
+	}
+	eventually(t, 30*time.Second, key+" of "+topic+" at "+value, func() bool {
+		rcs, err := adm.DescribeTopicConfigs(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		rc, err := rcs.On(topic, nil)
+		if err != nil {
+			return false
+		}
+		for _, c := range rc.Configs {
+			if c.Key == key {
+				return c.MaybeValue() == value
+			}
+		}
+		return false
+	})
+}
+
 // eventually polls cond every 200ms until it returns true or timeout.
 // taskOwners maps each task of the flows from the source alias src to the
 // instance id running it, once the flow's group on the target is stable and

@@ -67,15 +67,14 @@ func testStatusPage(t *testing.T) {
 	), "--web.listen-address", addr, "--lag-interval", "1s", "--instance-id", "mm2go-status-test")
 	eventually(t, time.Minute, "the topic copied", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 10 })
 
-	_, err := e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("2000")}}, e.remote(topic))
-	require.NoError(t, err)
+	setTopicConfig(t, e.dstAdm, e.remote(topic), "max.message.bytes", "2000")
 	big := make([]byte, 20_000)
 	_, _ = rand.Read(big)
 	require.NoError(t, e.srcCl.ProduceSync(e.ctx(), &kgo.Record{Topic: topic, Value: big}).FirstErr())
 	produceN(t, e.srcCl, []string{topic}, 1, 4, &seq)
 	offs := make(kadm.Offsets)
 	offs.AddOffset(topic, 0, 15, -1)
-	_, err = e.srcAdm.CommitOffsets(e.ctx(), group, offs)
+	_, err := e.srcAdm.CommitOffsets(e.ctx(), group, offs)
 	require.NoError(t, err)
 
 	url := "http://" + addr + "/"
@@ -103,8 +102,7 @@ func testStatusPage(t *testing.T) {
 	// The fault removed: the partition copies again, and once a consumer
 	// of the group looked on the target (the exact sync then commits into
 	// it), the group can switch.
-	_, err = e.dstAdm.AlterTopicConfigs(e.ctx(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: strPtr("1000000")}}, e.remote(topic))
-	require.NoError(t, err)
+	setTopicConfig(t, e.dstAdm, e.remote(topic), "max.message.bytes", "1000000")
 	eventually(t, 2*time.Minute, "the partition copied again", func() bool { return records(t, e.dstAdm, e.remote(topic)) == 15 })
 	knockTarget(t, e, group, e.remote(topic))
 	var page string
