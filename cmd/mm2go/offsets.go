@@ -311,11 +311,8 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	if len(groups) == 0 {
-		gf, err := policy.NewFilter(of.flow.Groups, of.flow.GroupsExclude)
-		if err == nil {
-			groups, err = checkpoint.SelectGroups(ctx, of.srcAdm, gf, of.sel)
-		}
-		if err != nil {
+		var err error
+		if groups, err = flowGroups(ctx, of.srcAdm, of.flow, of.sel); err != nil {
 			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
 			return exitFailure
 		}
@@ -355,6 +352,16 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
+}
+
+// flowGroups returns the source groups the flow checkpoints: those its
+// groups and groups.exclude select with offsets on its replicated topics.
+func flowGroups(ctx context.Context, srcAdm *kadm.Client, f *config.Flow, sel policy.TopicSelector) ([]string, error) {
+	gf, err := policy.NewFilter(f.Groups, f.GroupsExclude)
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.SelectGroups(ctx, srcAdm, gf, sel)
 }
 
 // checkFailover loads the offset map and runs the failover check once.

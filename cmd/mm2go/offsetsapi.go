@@ -170,20 +170,27 @@ func (d *daemon) apiFlow(name string) (*flowRunner, string) {
 	}
 }
 
+// readIndex loads the flow's offset map with a reader of its own, whose
+// client id ends in "-"+use; warn names a gap it could not read.
+func (fr *flowRunner) readIndex(ctx context.Context, use string) (idx *checkpoint.Index, sel policy.TopicSelector, warn, err error) {
+	f := fr.flow
+	reader, err := fr.client(config.RoleTargetConsumer, append(itopic.ReaderOpts(), kgo.ClientID(f.Client(config.RoleTargetConsumer).ID+"-"+use))...)
+	if err != nil {
+		return nil, sel, nil, err
+	}
+	defer reader.Close()
+	if sel, err = selectorFor(f); err != nil {
+		return nil, sel, nil, err
+	}
+	idx, warn, err = loadIndex(ctx, reader, f, sel)
+	return idx, sel, warn, err
+}
+
 // translate loads the flow's offset map with a reader of its own and
 // translates the offsets of the source groups match selects.
 func (fr *flowRunner) translate(ctx context.Context, srcAdm *kadm.Client, match func(string) bool) (*translatedOffsets, error) {
 	f := fr.flow
-	reader, err := fr.client(config.RoleTargetConsumer, append(itopic.ReaderOpts(), kgo.ClientID(f.Client(config.RoleTargetConsumer).ID+"-api"))...)
-	if err != nil {
-		return nil, err
-	}
-	defer reader.Close()
-	sel, err := selectorFor(f)
-	if err != nil {
-		return nil, err
-	}
-	idx, warn, err := loadIndex(ctx, reader, f, sel)
+	idx, sel, warn, err := fr.readIndex(ctx, "api")
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,6 @@ import (
 
 	"github.com/mm2go/mm2go/checkpoint"
 	"github.com/mm2go/mm2go/config"
-	"github.com/mm2go/mm2go/internal/itopic"
-	"github.com/mm2go/mm2go/policy"
 	"github.com/mm2go/mm2go/replicator"
 )
 
@@ -204,36 +202,25 @@ func (fr *flowRunner) switchable(ctx context.Context) ([]groupView, string) {
 	ctx, cancel := context.WithTimeout(ctx, statusCheckTimeout)
 	defer cancel()
 	f := fr.flow
-	id := f.Client(config.RoleTargetConsumer).ID + "-status"
-	reader, err := fr.client(config.RoleTargetConsumer, append(itopic.ReaderOpts(), kgo.ClientID(id))...)
+	// A gap of the offset map the reader could not read counts as other
+	// producers' records; the API logs it, the page (reloaded every 10 s)
+	// does not.
+	idx, sel, _, err := fr.readIndex(ctx, "status")
 	if err != nil {
 		return nil, err.Error()
 	}
-	defer reader.Close()
-	tgt, err := fr.client(config.RoleTargetAdmin, kgo.ClientID(id+"-admin"))
-	if err != nil {
-		return nil, err.Error()
-	}
-	defer tgt.Close()
-	sel, err := selectorFor(f)
-	if err != nil {
-		return nil, err.Error()
-	}
-	gf, err := policy.NewFilter(f.Groups, f.GroupsExclude)
-	if err != nil {
-		return nil, err.Error()
-	}
-	groups, err := checkpoint.SelectGroups(ctx, srcAdm, gf, sel)
+	groups, err := flowGroups(ctx, srcAdm, f, sel)
 	if err != nil {
 		return nil, "list the source's groups: " + err.Error()
 	}
 	if len(groups) == 0 {
 		return nil, "no consumer group of the replicated topics matches the flow's groups"
 	}
-	idx, _, err := loadIndex(ctx, reader, f, sel)
+	tgt, err := fr.client(config.RoleTargetAdmin, kgo.ClientID(f.Client(config.RoleTargetAdmin).ID+"-status"))
 	if err != nil {
 		return nil, err.Error()
 	}
+	defer tgt.Close()
 	rep, err := checkpoint.Check(ctx, srcAdm, kadm.NewClient(tgt), idx, sel, f.Source, groups,
 		checkpoint.CheckOptions{ReadCommitted: f.SourceIsolationLevel == config.ReadCommitted})
 	if err != nil {
