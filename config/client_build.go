@@ -13,6 +13,7 @@ func (b *clientBuilder) build() {
 	c := b.c
 	b.effective = map[string]string{}
 	b.retryBackoff, b.retryBackoffMax = -1, -1
+	b.recvBuf, b.sendBuf = -1, -1
 	if b.kind == kindProducer {
 		// Always in force, whatever the file says (see producerOpts).
 		b.effective["acks"] = "all"
@@ -26,6 +27,7 @@ func (b *clientBuilder) build() {
 		b.apply(k, b.props[k])
 	}
 	b.security()
+	b.dialer()
 
 	c.ID = c.Flow + "|mm2go|" + c.Role.ClientRole()
 	if b.userClientID != "" {
@@ -189,7 +191,6 @@ func (b *clientBuilder) security() {
 		if cfg, material, ok := b.tlsConfig(); ok {
 			c.tlsConfig = cfg
 			c.material = material
-			b.opts = append(b.opts, kgo.DialTLSConfig(cfg))
 		}
 	}
 	if c.SecurityProtocol.usesSASL() {

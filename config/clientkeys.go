@@ -81,6 +81,7 @@ func clientKeySpec(k string) (keySpec, bool) {
 	case "socket.connection.setup.timeout.ms":
 		return mapped("cpa", func(b *clientBuilder, e entry) {
 			if d := b.millis(e, 1, math.MaxInt32, "1..2147483647 milliseconds"); d > 0 {
+				b.dialTimeout = d
 				b.opts = append(b.opts, kgo.DialTimeout(d))
 			}
 		}), true
@@ -110,7 +111,11 @@ func clientKeySpec(k string) (keySpec, bool) {
 		}}, true
 	case "reconnect.backoff.ms", "reconnect.backoff.max.ms":
 		return ignored("cpa", LevelInfo, noteReconnect), true
-	case "socket.connection.setup.timeout.max.ms", "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
+	case "receive.buffer.bytes":
+		return mapped("cpa", func(b *clientBuilder, e entry) { b.recvBuf = b.socketBuffer(e) }), true
+	case "send.buffer.bytes":
+		return mapped("cpa", func(b *clientBuilder, e entry) { b.sendBuf = b.socketBuffer(e) }), true
+	case "socket.connection.setup.timeout.max.ms", "client.dns.lookup",
 		"metadata.recovery.strategy", "metadata.recovery.rebootstrap.trigger.ms":
 		return ignored("cpa", LevelInfo, noteNoSocket), true
 	case "metrics.sample.window.ms", "metrics.num.samples", "metrics.recording.level", "metric.reporters",
@@ -356,6 +361,8 @@ type clientBuilder struct {
 	compression      string
 	gzipLevel        int
 	zstdLevel        int
+	dialTimeout      time.Duration // socket.connection.setup.timeout.ms; 0 when unset
+	recvBuf, sendBuf int           // receive.buffer.bytes, send.buffer.bytes; -1 when unset or -1
 }
 
 // kindLetter is the letter of a client type in keySpec.kinds.

@@ -428,8 +428,9 @@ func TestHugeValues(t *testing.T) {
 	huge := strings.Repeat("topic-with-a-long-name-", 10<<20/23)
 	before := cpuTime(t)
 	_, _, err := Parse([]byte(twoClusters+"topics.exclude = "+huge+"\n"), t.TempDir())
-	// CPU time, not wall time: the test may share the machine with brokers.
-	limit := time.Second
+	// CPU time, not wall time: the test may share the machine with brokers
+	// (one run under load took 1.6 s of CPU; the defect took 18 s).
+	limit := 3 * time.Second
 	if raceEnabled {
 		limit *= 10
 	}
