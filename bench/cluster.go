@@ -14,8 +14,9 @@ import (
 // testbed runs the project's real-Kafka scripts (testbed/*.sh) with the
 // benchmark's own KAFKA_ROOT, so its clusters never touch the test suite's.
 type testbed struct {
-	dir  string // absolute path of testbed/
-	root string // KAFKA_ROOT of the benchmark's clusters
+	dir  string   // absolute path of testbed/
+	root string   // KAFKA_ROOT of the benchmark's clusters
+	env  []string // environment of every script, e.g. KAFKA_JVM_PROFILE
 }
 
 // cmd returns the command that runs testbed/<script> with args and the
@@ -23,14 +24,19 @@ type testbed struct {
 func (tb testbed) cmd(ctx context.Context, env []string, script string, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, filepath.Join(tb.dir, script), args...)
 	c.Env = append(os.Environ(), "KAFKA_ROOT="+tb.root)
-	c.Env = append(c.Env, env...)
+	c.Env = append(append(c.Env, tb.env...), env...)
 	return c
 }
 
 // run runs a script to completion and returns its stdout; stderr is
 // included in the error.
 func (tb testbed) run(ctx context.Context, script string, args ...string) (string, error) {
-	c := tb.cmd(ctx, nil, script, args...)
+	return tb.runEnv(ctx, nil, script, args...)
+}
+
+// runEnv is run with extra environment entries.
+func (tb testbed) runEnv(ctx context.Context, env []string, script string, args ...string) (string, error) {
+	c := tb.cmd(ctx, env, script, args...)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil {
@@ -49,9 +55,10 @@ func (tb testbed) healthy(ctx context.Context, name string, port int) bool {
 }
 
 // start starts a single-node cluster and returns its bootstrap address.
-// The controller listens on port+1000.
-func (tb testbed) start(ctx context.Context, name string, port int) (string, error) {
-	out, err := tb.run(ctx, "kafka-cluster.sh", "start", name, strconv.Itoa(port), strconv.Itoa(port+1000))
+// The controller listens on port+1000. env adds to the script's
+// environment (KAFKA_EXTRA_PROPS).
+func (tb testbed) start(ctx context.Context, name string, port int, env []string) (string, error) {
+	out, err := tb.runEnv(ctx, env, "kafka-cluster.sh", "start", name, strconv.Itoa(port), strconv.Itoa(port+1000))
 	if err != nil {
 		return "", err
 	}

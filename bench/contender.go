@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // kind is how a replicating contender is run.
@@ -40,6 +41,12 @@ type contender struct {
 	// phase; 0: none) and throttled the bytes the limit counts over the
 	// backlog.
 	throttle, throttled int64
+	// wan runs the contender in the WAN phase's namespace, reaching the
+	// source over the link with rtt added (see wan.go); base is the
+	// contender it is a copy of.
+	wan  bool
+	rtt  time.Duration
+	base string
 }
 
 // Names of the contenders.
@@ -59,6 +66,10 @@ const (
 	nameMM2goRecordsLean = "mm2go-records-lean"
 	nameMM2              = "mm2"
 	nameMM2Tuned         = "mm2-tuned"
+	// nameMM2TunedWAN is mm2-tuned with the source consumer's socket
+	// buffer left to the kernel, as a cross-region MM2 needs (the WAN
+	// phase's best MM2).
+	nameMM2TunedWAN = "mm2-tuned-wan"
 	nameCopyLoop         = "copyloop"
 )
 
@@ -111,6 +122,10 @@ func contenders(o *options) []*contender {
 		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
 		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
 			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},
+		{name: nameMM2TunedWAN, kind: kindMM2, props: append(splitProps(o.mm2Tuned), "{S}.consumer.receive.buffer.bytes = -1"),
+			env: strings.Fields(o.mm2TunedEnv),
+			about: about("Apache MM2 tuned for throughput, its source consumer's socket buffer autotuned by the kernel (Java's default is a fixed 64 KiB)",
+				o.mm2Tuned+"; {S}.consumer.receive.buffer.bytes = -1", o.mm2TunedEnv)},
 		{name: nameCopyLoop, kind: kindCopyLoop, args: strings.Fields(o.copyArgs),
 			about: "minimal franz-go consume-produce loop (`go run ./bench copyloop`), `" + o.copyArgs + "`"},
 	}
@@ -168,16 +183,36 @@ type launch struct {
 // command returns the process that replicates l.topic for contender c; its
 // output goes to l.dir/process.log (which the caller creates and closes).
 func (b *bench) command(ctx context.Context, c *contender, l launch) (*exec.Cmd, error) {
+	cmd, err := b.commandHere(ctx, c, l)
+	if err != nil || !c.wan {
+		return cmd, err
+	}
+	return inNamespace(ctx, cmd), nil
+}
+
+// seeds returns the bootstrap servers contender c uses: loopback, or the
+// brokers' WAN listeners from the WAN phase's namespace.
+func (b *bench) seeds(c *contender) (src, dst []string) {
+	if !c.wan {
+		return b.srcSeeds, b.dstSeeds
+	}
+	return []string{fmt.Sprintf("%s:%d", wanSourceAddr, b.o.srcPort+wanPortOffset)},
+		[]string{fmt.Sprintf("%s:%d", wanTargetAddr, b.o.dstPort+wanPortOffset)}
+}
+
+// commandHere is command without the namespace.
+func (b *bench) commandHere(ctx context.Context, c *contender, l launch) (*exec.Cmd, error) {
+	srcSeeds, dstSeeds := b.seeds(c)
 	switch c.kind {
 	case kindCopyLoop:
-		args := []string{"copyloop", "-src", strings.Join(b.srcSeeds, ","), "-dst", strings.Join(b.dstSeeds, ","),
+		args := []string{"copyloop", "-src", strings.Join(srcSeeds, ","), "-dst", strings.Join(dstSeeds, ","),
 			"-topic", l.topic, "-to", l.remote}
 		cmd := exec.CommandContext(ctx, b.self, slices.Concat(args, c.args)...)
 		cmd.Env = append(os.Environ(), c.env...)
 		return cmd, nil
 	case kindMM2go, kindMM2:
 		cfg := filepath.Join(l.dir, "mm2.properties")
-		lines := c.configLines(l.src, l.dst, b.srcSeeds, b.dstSeeds, l.topic)
+		lines := c.configLines(l.src, l.dst, srcSeeds, dstSeeds, l.topic)
 		if err := os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			return nil, fmt.Errorf("write config: %w", err)
 		}

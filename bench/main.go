@@ -87,6 +87,10 @@ type options struct {
 	scaleTasks          int
 	scaleCPU            float64
 	throttleSeconds     float64
+	wanRTTs             []time.Duration
+	wanOnly             []string
+	wanTimeout          time.Duration
+	jvmProfile          string
 }
 
 // Defaults of the tuned profiles; see bench/README.md for how they were
@@ -117,7 +121,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.latRate, "latency-rate", 10_000, "records per second in the latency phase")
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
-	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes)")
+	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes), wan (the source across a link with added round-trip time: backlog and latency; needs root)")
 	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-records,mm2go-records-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
@@ -147,6 +151,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.scaleInstances, "scale-instances", 3, "scale phase: runs with 1 to this many mm2go instances on one file")
 	fs.IntVar(&o.scaleTasks, "scale-tasks", 6, "scale phase: tasks.max of the flow")
 	fs.Float64Var(&o.throttleSeconds, "throttle-seconds", 65, "throttle phase: the limit is set so that the copy of the backlog takes this long")
+	wanRTTs := fs.String("wan-rtts", "0ms,20ms,80ms", "WAN phase: round-trip times the link to the source adds")
+	wanOnly := fs.String("wan-contenders", nameMM2go+","+nameMM2goRecords+","+nameMM2+","+nameMM2TunedWAN,
+		"WAN phase: contenders, each at every -wan-rtts")
+	fs.DurationVar(&o.wanTimeout, "wan-timeout", 3*time.Minute, "WAN phase: a backlog copy still running after this long counts with the rate it reached")
+	fs.StringVar(&o.jvmProfile, "jvm-profile", "stock", "KAFKA_JVM_PROFILE of the brokers and MM2 (stock: the flags of Kafka's own scripts; test: the test bed's)")
 	fs.Float64Var(&o.scaleCPU, "scale-cpu", 0.25, "scale phase: CPUs each instance may use (a cgroup quota; needs root)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -158,6 +167,14 @@ func parseFlags(args []string) (*options, error) {
 	o.only = strings.Split(*only, ",")
 	if *perfProfile != "" {
 		o.perfProfile = strings.Split(*perfProfile, ",")
+	}
+	o.wanOnly = strings.Split(*wanOnly, ",")
+	for f := range strings.SplitSeq(*wanRTTs, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("-wan-rtts: %q is not a duration of 0 or more", f)
+		}
+		o.wanRTTs = append(o.wanRTTs, d)
 	}
 	if o.latRounds < 0 {
 		o.latRounds = o.rounds
@@ -193,6 +210,7 @@ type bench struct {
 	src        *sourceTopic
 	shape      *shape
 	reps       []*contender
+	wan        *wanLink // the WAN phase's link, nil without it
 	results    []runResult
 	machine    machineInfo
 	log        *os.File
@@ -254,7 +272,7 @@ func benchmark(ctx context.Context, o *options) (err error) {
 	if _, err := os.Stat(filepath.Join(tbDir, "kafka-cluster.sh")); err != nil {
 		return fmt.Errorf("find the testbed (run from the repository root or set -testbed): %w", err)
 	}
-	b.tb = testbed{dir: tbDir, root: o.kafkaRoot}
+	b.tb = testbed{dir: tbDir, root: o.kafkaRoot, env: []string{"KAFKA_JVM_PROFILE=" + o.jvmProfile}}
 	if b.self, err = os.Executable(); err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
@@ -301,6 +319,15 @@ func benchmark(ctx context.Context, o *options) (err error) {
 		_ = os.Remove(o.kafkaRoot) // only if empty
 		b.logf("clusters stopped")
 	}()
+	if b.phase("wan") {
+		if o.reuseClusters {
+			return errors.New("-phases wan starts its own clusters (their WAN listeners): drop -reuse-clusters")
+		}
+		if b.wan, err = openWAN(ctx, b.logf); err != nil {
+			return err
+		}
+		defer b.wan.close()
+	}
 	if err := b.startClusters(ctx); err != nil {
 		return err
 	}
@@ -357,6 +384,11 @@ func benchmark(ctx context.Context, o *options) (err error) {
 			}
 		}
 	}
+	if b.phase("wan") {
+		if err := b.wanPhase(ctx); err != nil {
+			return err
+		}
+	}
 	if b.phase("latency") {
 		for round := 1; round <= o.latRounds; round++ {
 			if b.wants(direct) {
@@ -404,19 +436,24 @@ func (b *bench) record(r runResult) {
 // reuses them with -reuse-clusters.
 func (b *bench) startClusters(ctx context.Context) error {
 	type cl struct {
-		name string
-		port int
-		dst  *[]string
+		name    string
+		port    int
+		dst     *[]string
+		wanAddr string
 	}
 	var errs []error
-	for _, c := range []cl{{"bsrc", b.o.srcPort, &b.srcSeeds}, {"bdst", b.o.dstPort, &b.dstSeeds}} {
+	for _, c := range []cl{{"bsrc", b.o.srcPort, &b.srcSeeds, wanSourceAddr}, {"bdst", b.o.dstPort, &b.dstSeeds, wanTargetAddr}} {
 		if b.o.reuseClusters && b.tb.healthy(ctx, c.name, c.port) {
 			b.logf("reusing cluster %s on 127.0.0.1:%d", c.name, c.port)
 			*c.dst = []string{fmt.Sprintf("127.0.0.1:%d", c.port)}
 			continue
 		}
 		t0 := time.Now()
-		bs, err := b.tb.start(ctx, c.name, c.port)
+		var env []string
+		if b.wan != nil {
+			env = append(env, "KAFKA_EXTRA_PROPS="+wanListenerProps(c.port, c.wanAddr))
+		}
+		bs, err := b.tb.start(ctx, c.name, c.port, env)
 		if err != nil {
 			errs = append(errs, err)
 			continue

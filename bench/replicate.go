@@ -221,6 +221,8 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		phase = "scale"
 	case c.throttle > 0:
 		phase = "throttle"
+	case c.wan:
+		phase = "wan"
 	}
 	res = runResult{Phase: phase, Contender: c.name, Round: round, Records: b.src.records, Bytes: b.src.bytes}
 	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, c.name, round, id))
@@ -281,7 +283,11 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		}
 	}
 
-	deadline := res.Start.Add(b.o.runTimeout)
+	timeout := b.o.runTimeout
+	if c.wan {
+		timeout = b.o.wanTimeout
+	}
+	deadline := res.Start.Add(timeout)
 	var lastSample time.Time
 	var quarterDone, heapDone bool
 	var pr progress
@@ -292,7 +298,12 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 			return res
 		}
 		if now.After(deadline) {
-			res.Err = fmt.Sprintf("timeout after %s with %d of %d records on the target", b.o.runTimeout, pr.copied, b.src.records)
+			res.Err = fmt.Sprintf("timeout after %s with %d of %d records on the target", timeout, pr.copied, b.src.records)
+			if c.wan {
+				// The rate it reached counts (wanSection), the run does not.
+				res.Wall, res.Records = now.Sub(res.Start), pr.copied
+				res.Bytes = b.src.bytes * pr.copied / b.src.records
+			}
 			return res
 		}
 		if ctx.Err() != nil {

@@ -77,10 +77,7 @@ func describeMachine(ctx context.Context, b *bench) machineInfo {
 			}
 		}
 	}
-	m.jvmProfile = os.Getenv("KAFKA_JVM_PROFILE")
-	if m.jvmProfile == "" {
-		m.jvmProfile = "test"
-	}
+	m.jvmProfile = b.o.jvmProfile
 	return m
 }
 
@@ -294,6 +291,9 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	}
 	if b.phase("throttle") {
 		s.WriteString(b.throttleSection())
+	}
+	if b.phase("wan") {
+		s.WriteString(b.wanSection())
 	}
 	s.WriteString("\nContenders:\n\n")
 	for _, c := range b.reps {
