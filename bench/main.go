@@ -105,6 +105,9 @@ const (
 	defaultMM2Tuned            = "tasks.max = 4; {T}.producer.linger.ms = 20; {T}.producer.batch.size = 524288; " +
 		"{T}.producer.buffer.memory = 134217728; {S}.consumer.max.partition.fetch.bytes = 4194304; " +
 		"{S}.consumer.fetch.max.bytes = 67108864; {S}.consumer.max.poll.records = 4000"
+	// defaultMM2TunedEnv applies to the test JVM profile only (its MM2 heap
+	// is 256 MiB); the stock profile's is Kafka's script's 2 GiB, and a
+	// 1 GiB heap under G1 ran out of memory with the tuned buffers.
 	defaultMM2TunedEnv = "MM2_HEAP=1g"
 	defaultCopyArgs    = "-compression snappy"
 	defaultPerfProps   = "acks=all linger.ms=20 batch.size=1048576"
@@ -139,7 +142,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.mm2goBudget, "mm2go-budget", "33554432", "--buffer.max-bytes of mm2go-budget")
 	fs.StringVar(&o.mm2goRecordsLeanEnv, "mm2go-records-lean-env", defaultMM2goRecordsLeanEnv, "environment of mm2go-records-lean (e.g. GOGC)")
 	fs.StringVar(&o.mm2Tuned, "mm2-tuned", defaultMM2Tuned, "properties of mm2-tuned, ';'-separated; {S}/{T} are the aliases")
-	fs.StringVar(&o.mm2TunedEnv, "mm2-tuned-env", defaultMM2TunedEnv, "environment of mm2-tuned (testbed knobs such as MM2_HEAP, KAFKA_JVM_PROFILE)")
+	fs.StringVar(&o.mm2TunedEnv, "mm2-tuned-env", "", "environment of mm2-tuned (testbed knobs such as MM2_HEAP); default: "+defaultMM2TunedEnv+" with -jvm-profile test, none with stock (2 GiB, as Kafka's script)")
 	fs.StringVar(&o.copyArgs, "copyloop-args", defaultCopyArgs, "arguments of the copy loop")
 	fs.StringVar(&o.perfProducer, "perf-producer-props", defaultPerfProps, "ProducerPerformance client properties")
 	fs.BoolVar(&o.skipBuild, "skip-build", false, "use -mm2go as is instead of building ./cmd/mm2go")
@@ -167,6 +170,9 @@ func parseFlags(args []string) (*options, error) {
 	o.only = strings.Split(*only, ",")
 	if *perfProfile != "" {
 		o.perfProfile = strings.Split(*perfProfile, ",")
+	}
+	if o.mm2TunedEnv == "" && o.jvmProfile == "test" {
+		o.mm2TunedEnv = defaultMM2TunedEnv
 	}
 	o.wanOnly = strings.Split(*wanOnly, ",")
 	for f := range strings.SplitSeq(*wanRTTs, ",") {

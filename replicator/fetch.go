@@ -224,11 +224,14 @@ type fetchResult struct {
 	at     map[*partition]int64 // the offset each partition was fetched at
 	resp   *kmsg.FetchResponse
 	err    error
+	took   time.Duration // from the request's start to its response
 }
 
 // fetchFrom sends req to res.leader and reports on results.
 func (fw *forwarder) fetchFrom(ctx context.Context, res fetchResult, req *kmsg.FetchRequest, results chan<- fetchResult) {
+	t0 := time.Now()
 	resp, err := fw.r.o.Source.Broker(int(res.leader)).Request(ctx, req)
+	res.took = time.Since(t0)
 	if err == nil {
 		res.resp = resp.(*kmsg.FetchResponse)
 		err = kerr.ErrorForCode(res.resp.ErrorCode)
@@ -266,7 +269,7 @@ func (fw *forwarder) fetchRequest(ps []*partition, res fetchResult) *kmsg.FetchR
 		res.at[p] = p.next
 		rp.CurrentLeaderEpoch = -1
 		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = fw.partitionMax
+		rp.PartitionMaxBytes = max(p.fetchSize, fw.partitionMax)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	return req
@@ -314,8 +317,33 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 			if bs := fw.take(p, rp); len(bs) > 0 {
 				w[p] = bs
 			}
+			fw.resize(p, len(rp.RecordBatches), res.took, p.next < p.end.Load(), len(res.parts))
 		}
 	}
+}
+
+// slowFetch: a Fetch that takes this long with a partition's full share
+// in it is bounded by the round trip to the source, not by the transfer.
+const slowFetch = 50 * time.Millisecond
+
+// resize sets what p's next Fetch asks for. A partition fetched at
+// max.partition.fetch.bytes advances that much per round trip: 1 MiB per
+// 80 ms is 13 MB/s, whatever the link carries. So a partition still behind
+// after a slow Fetch (a far-away source) that filled at least half of what
+// it asked for is asked for twice as much next time, up to its share of
+// fetch.max.bytes among the n partitions of the request (the bound of
+// what one response holds, and no partition starves the others). Caught
+// up, it is asked for max.partition.fetch.bytes again. Near sources answer
+// faster than slowFetch and keep the configured size.
+func (fw *forwarder) resize(p *partition, got int, took time.Duration, behind bool, n int) {
+	size := max(p.fetchSize, fw.partitionMax)
+	switch {
+	case !behind:
+		size = fw.partitionMax
+	case took >= slowFetch && got >= int(size)/2:
+		size = max(fw.partitionMax, min(2*size, fw.fetchMax/int32(max(n, 1))))
+	}
+	p.fetchSize = size
 }
 
 // take turns one partition's fetched bytes into batches to send.

@@ -261,3 +261,40 @@ func TestBatchesModeCoalescesSmallBatches(t *testing.T) {
 	require.NotEmpty(t, recs)
 	require.Equal(t, uint8(kgo.CodecSnappy), recs[0].Attrs.CompressionType(), "compressed as the record path's producer does")
 }
+
+// TestFetchResize: a partition still behind after a slow Fetch that filled
+// half of what it asked for doubles its size, up to its share of
+// fetch.max.bytes; a fast Fetch (a near source) or one that came back with
+// little keeps the size; caught up, it returns to max.partition.fetch.bytes.
+func TestFetchResize(t *testing.T) {
+	const mib = 1 << 20
+	slow, fast := 80*time.Millisecond, 10*time.Millisecond
+	tests := []struct {
+		name   string
+		before int32
+		got    int
+		took   time.Duration
+		behind bool
+		n      int
+		want   int32
+	}{
+		{"first slow full fetch doubles", 0, mib, slow, true, 8, 2 * mib},
+		{"doubles again", 2 * mib, 2 * mib, slow, true, 8, 4 * mib},
+		{"half full is enough", 4 * mib, 2 * mib, slow, true, 8, 50 * mib / 8},
+		{"capped by its share of fetch.max.bytes", 50 * mib / 8, 6 * mib, slow, true, 8, 50 * mib / 8},
+		{"alone it may take it all", 32 * mib, 32 * mib, slow, true, 1, 50 * mib},
+		{"fast fetch keeps the size", 0, mib, fast, true, 8, mib},
+		{"fast fetch keeps a grown size", 4 * mib, 4 * mib, fast, true, 8, 4 * mib},
+		{"little data keeps the size", 4 * mib, mib, slow, true, 8, 4 * mib},
+		{"caught up: back to the configured size", 4 * mib, 4 * mib, slow, false, 8, mib},
+		{"many partitions: never below the configured size", 0, mib, slow, true, 100, mib},
+	}
+	fw := &forwarder{partitionMax: mib, fetchMax: 50 * mib}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &partition{fetchSize: tt.before}
+			fw.resize(p, tt.got, tt.took, tt.behind, tt.n)
+			require.Equal(t, tt.want, p.fetchSize)
+		})
+	}
+}

@@ -58,6 +58,9 @@ type partition struct {
 	paused   bool
 	retryAt  time.Time
 	backoff  loop.Backoff
+	// fetchSize is what the batches mode's next Fetch asks of the
+	// partition (0: max.partition.fetch.bytes); see forwarder.resize.
+	fetchSize int32
 
 	// seq is the sequence number of the partition's next batch in the
 	// batches copy mode; the forwarder's send goroutine only.
