@@ -70,7 +70,7 @@ const (
 	// buffer left to the kernel, as a cross-region MM2 needs (the WAN
 	// phase's best MM2).
 	nameMM2TunedWAN = "mm2-tuned-wan"
-	nameCopyLoop         = "copyloop"
+	nameCopyLoop    = "copyloop"
 )
 
 // Names of the raw-limit measurements, which are not replicators.
