@@ -18,10 +18,13 @@ import (
 )
 
 // fetchLoop fetches the partitions that are copying and hands what it got to
-// the send goroutine. Each source leader has at most one Fetch request out;
-// a response is taken as soon as it arrives and its leader asked again, so a
-// leader with nothing new (its request waits fetch.max.wait.ms) does not hold
-// back the others.
+// the send goroutine. Each source leader has one Fetch request out, two
+// while it is slow (see slowFetch) and its partitions behind: then its
+// partitions are fetched in two halves, each asked again as soon as its
+// response arrived, so that one half's request crosses the link while the
+// other's response is on its way back. A response is taken as soon as it
+// arrives and its partitions asked again, so a leader with nothing new (its
+// request waits fetch.max.wait.ms) does not hold back the others.
 func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed <-chan struct{}) error {
 	r := fw.r
 	idle := r.o.Flow.ConsumerPollTimeout
@@ -29,11 +32,15 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		idle = 100 * time.Millisecond
 	}
 	results := make(chan fetchResult)
-	out := map[int32]bool{}           // leaders with a request out
+	out := map[int32]int{}            // requests out per leader
+	outParts := map[int32]int{}       // partitions in them
+	slow := map[int32]bool{}          // the leader's last response was slow and left partitions behind
 	fetching := map[*partition]bool{} // partitions in a request out
 	defer func() {
-		for range out {
-			<-results // every request ends with ctx
+		for _, n := range out {
+			for range n {
+				<-results // every request ends with ctx
+			}
 		}
 	}()
 	for {
@@ -54,17 +61,29 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 				r.log.Warn("source metadata; retried", zap.Error(err))
 			}
 			for leader, ps := range by {
-				if out[leader] {
+				most := 1
+				if slow[leader] {
+					most = 2
+				}
+				if out[leader] >= most {
 					continue // asked at the leader's next request
 				}
-				out[leader] = true
-				for _, p := range ps {
-					fetching[p] = true
+				groups := [][]*partition{ps}
+				if out[leader] == 0 && most == 2 && len(ps) > 1 {
+					groups = [][]*partition{ps[:len(ps)/2], ps[len(ps)/2:]}
 				}
-				// The request is built here, not in its goroutine: it
-				// reads fw.src and the partitions' next offsets.
-				res := fetchResult{leader: leader, parts: ps, names: map[[16]byte]string{}, at: map[*partition]int64{}}
-				go fw.fetchFrom(ctx, res, fw.fetchRequest(ps, res), results)
+				share := outParts[leader] + len(ps)
+				for _, g := range groups {
+					out[leader]++
+					outParts[leader] += len(g)
+					for _, p := range g {
+						fetching[p] = true
+					}
+					// The request is built here, not in its goroutine:
+					// it reads fw.src and the partitions' next offsets.
+					res := fetchResult{leader: leader, parts: g, share: share, names: map[[16]byte]string{}, at: map[*partition]int64{}}
+					go fw.fetchFrom(ctx, res, fw.fetchRequest(g, res), results)
+				}
 			}
 		}
 		if len(out) == 0 {
@@ -79,7 +98,10 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		delete(out, res.leader)
+		if out[res.leader]--; out[res.leader] == 0 {
+			delete(out, res.leader)
+		}
+		outParts[res.leader] -= len(res.parts)
 		for _, p := range res.parts {
 			delete(fetching, p)
 		}
@@ -95,6 +117,9 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		}
 		w := make(fwdWork)
 		fw.takeResponse(ctx, res, w)
+		slow[res.leader] = res.took >= slowFetch && slices.ContainsFunc(res.parts, func(p *partition) bool {
+			return p.next < p.end.Load()
+		})
 		if r.throttle != nil {
 			n := 0
 			for _, bs := range w {
@@ -225,6 +250,7 @@ type fetchResult struct {
 	resp   *kmsg.FetchResponse
 	err    error
 	took   time.Duration // from the request's start to its response
+	share  int           // partitions of the leader being fetched, this request's included
 }
 
 // fetchFrom sends req to res.leader and reports on results.
@@ -317,7 +343,7 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 			if bs := fw.take(p, rp); len(bs) > 0 {
 				w[p] = bs
 			}
-			fw.resize(p, len(rp.RecordBatches), res.took, p.next < p.end.Load(), len(res.parts))
+			fw.resize(p, len(rp.RecordBatches), res.took, p.next < p.end.Load(), res.share)
 		}
 	}
 }
@@ -331,8 +357,9 @@ const slowFetch = 50 * time.Millisecond
 // 80 ms is 13 MB/s, whatever the link carries. So a partition still behind
 // after a slow Fetch (a far-away source) that filled at least half of what
 // it asked for is asked for twice as much next time, up to its share of
-// fetch.max.bytes among the n partitions of the request (the bound of
-// what one response holds, and no partition starves the others). Caught
+// fetch.max.bytes among the n partitions being fetched from its leader (the
+// bound of what the responses on their way hold, and no partition starves
+// the others). Caught
 // up, it is asked for max.partition.fetch.bytes again. Near sources answer
 // faster than slowFetch and keep the configured size.
 func (fw *forwarder) resize(p *partition, got int, took time.Duration, behind bool, n int) {

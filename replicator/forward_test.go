@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,4 +298,57 @@ func TestFetchResize(t *testing.T) {
 			require.Equal(t, tt.want, p.fetchSize)
 		})
 	}
+}
+
+// TestBatchesModeSlowSource: a source whose Fetch responses take 60 ms (a
+// far-away cluster) while partitions are behind gets larger fetches per
+// partition and two requests in flight, each for half of the partitions;
+// the copy is still every record once, in order, with an exact offset map.
+func TestBatchesModeSlowSource(t *testing.T) {
+	b := newBed(t)
+	const kib = 1 << 10
+	b.srcOpts = []kgo.Opt{kgo.FetchMaxBytes(64 * kib), kgo.FetchMaxPartitionBytes(kib)}
+	b.createTopic(b.srcAdm, "far", 4, nil)
+	want := map[int32][]record{}
+	for i := range 50 { // 50 small batches per partition
+		for p, rs := range b.produce("far", 4, i*40, 40) {
+			want[p] = append(want[p], rs...)
+		}
+	}
+	var mu sync.Mutex
+	parts := map[int]int{} // requests by partition count
+	var largest int32
+	b.src.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		n := 0
+		mu.Lock()
+		for _, rt := range req.Topics {
+			n += len(rt.Partitions)
+			for _, rp := range rt.Partitions {
+				largest = max(largest, rp.PartitionMaxBytes)
+			}
+		}
+		parts[n]++
+		mu.Unlock()
+		b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
+		return nil, nil, false
+	})
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
+	require.Equal(t, want, b.read("A.far", 2000))
+	require.Eventually(t, func() bool {
+		segs, _ := b.offsetMap()
+		for p := range int32(4) {
+			if len(segs[p]) != 1 || segs[p][0].From != 0 || segs[p][0].Last != 499 || segs[p][0].Down != 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..499 per partition")
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Positive(t, parts[2], "requests for half of the partitions (two in flight): %v", parts)
+	require.Greater(t, largest, int32(kib), "a partition asked for more than max.partition.fetch.bytes")
+	require.LessOrEqual(t, largest, int32(64*kib/4), "at most its share of fetch.max.bytes")
 }
