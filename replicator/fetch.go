@@ -19,7 +19,7 @@ import (
 
 // fetchLoop fetches the partitions that are copying and hands what it got to
 // the send goroutine. Each source leader has one Fetch request out, two
-// while it is slow (see slowFetch) and its partitions behind: then its
+// while it is far (see farRTT) and its partitions behind: then its
 // partitions are fetched in two halves, each asked again as soon as its
 // response arrived, so that one half's request crosses the link while the
 // other's response is on its way back. A response is taken as soon as it
@@ -34,7 +34,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 	results := make(chan fetchResult)
 	out := map[int32]int{}            // requests out per leader
 	outParts := map[int32]int{}       // partitions in them
-	slow := map[int32]bool{}          // the leader's last response was slow and left partitions behind
+	behind := map[int32]bool{}        // the leader's last response left partitions behind
 	fetching := map[*partition]bool{} // partitions in a request out
 	defer func() {
 		for _, n := range out {
@@ -62,7 +62,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 			}
 			for leader, ps := range by {
 				most := 1
-				if slow[leader] {
+				if behind[leader] && fw.far(ctx, leader) {
 					most = 2
 				}
 				if out[leader] >= most {
@@ -117,9 +117,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		}
 		w := make(fwdWork)
 		fw.takeResponse(ctx, res, w)
-		slow[res.leader] = res.took >= slowFetch && slices.ContainsFunc(res.parts, func(p *partition) bool {
-			return p.next < p.end.Load()
-		})
+		behind[res.leader] = slices.ContainsFunc(res.parts, func(p *partition) bool { return p.next < p.end.Load() })
 		if r.throttle != nil {
 			n := 0
 			for _, bs := range w {
@@ -249,15 +247,12 @@ type fetchResult struct {
 	at     map[*partition]int64 // the offset each partition was fetched at
 	resp   *kmsg.FetchResponse
 	err    error
-	took   time.Duration // from the request's start to its response
-	share  int           // partitions of the leader being fetched, this request's included
+	share  int // partitions of the leader being fetched, this request's included
 }
 
 // fetchFrom sends req to res.leader and reports on results.
 func (fw *forwarder) fetchFrom(ctx context.Context, res fetchResult, req *kmsg.FetchRequest, results chan<- fetchResult) {
-	t0 := time.Now()
 	resp, err := fw.r.o.Source.Broker(int(res.leader)).Request(ctx, req)
-	res.took = time.Since(t0)
 	if err == nil {
 		res.resp = resp.(*kmsg.FetchResponse)
 		err = kerr.ErrorForCode(res.resp.ErrorCode)
@@ -343,31 +338,72 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 			if bs := fw.take(p, rp); len(bs) > 0 {
 				w[p] = bs
 			}
-			fw.resize(p, len(rp.RecordBatches), res.took, p.next < p.end.Load(), res.share)
+			fw.resize(p, len(rp.RecordBatches), fw.far(ctx, res.leader), p.next < p.end.Load(), res.share)
 		}
 	}
 }
 
-// slowFetch: a Fetch that takes this long with a partition's full share
-// in it is bounded by the round trip to the source, not by the transfer.
-const slowFetch = 50 * time.Millisecond
+// farRTT: a source broker at least this many round-trip milliseconds away
+// (another region) bounds what one Fetch per partition carries: its
+// partitions get larger fetches (resize) and two requests in flight
+// (fetchLoop). A near one (the same data centre: well under a millisecond)
+// keeps max.partition.fetch.bytes, and so its memory bound.
+const farRTT = 10 * time.Millisecond
+
+// far reports whether leader is far away (farRTT). Its round trip is
+// measured once, in the background, as the shortest of three Metadata
+// requests for no topics (which the broker answers at once, unlike a Fetch
+// that waits for data or carries megabytes); until then it counts as near.
+func (fw *forwarder) far(ctx context.Context, leader int32) bool {
+	fw.rttMu.Lock()
+	defer fw.rttMu.Unlock()
+	rtt, ok := fw.rtt[leader]
+	if !ok {
+		fw.rtt[leader] = -1 // being measured
+		go func() {
+			best := time.Duration(-1)
+			for range 3 {
+				req := kmsg.NewPtrMetadataRequest()
+				req.Topics = []kmsg.MetadataRequestTopic{} // none; nil asks for all
+				t0 := time.Now()
+				if _, err := fw.r.o.Source.Broker(int(leader)).Request(ctx, req); err != nil {
+					break
+				}
+				if d := time.Since(t0); best < 0 || d < best {
+					best = d
+				}
+			}
+			fw.rttMu.Lock()
+			defer fw.rttMu.Unlock()
+			if best < 0 {
+				delete(fw.rtt, leader) // measured again at the next look
+				return
+			}
+			fw.rtt[leader] = best
+			if best >= farRTT {
+				fw.r.log.Info("source broker is far away: larger fetches and two in flight while behind",
+					zap.Int32("broker", leader), zap.Duration("round_trip", best))
+			}
+		}()
+	}
+	return rtt >= farRTT
+}
 
 // resize sets what p's next Fetch asks for. A partition fetched at
 // max.partition.fetch.bytes advances that much per round trip: 1 MiB per
-// 80 ms is 13 MB/s, whatever the link carries. So a partition still behind
-// after a slow Fetch (a far-away source) that filled at least half of what
-// it asked for is asked for twice as much next time, up to its share of
-// fetch.max.bytes among the n partitions being fetched from its leader (the
-// bound of what the responses on their way hold, and no partition starves
-// the others). Caught
-// up, it is asked for max.partition.fetch.bytes again. Near sources answer
-// faster than slowFetch and keep the configured size.
-func (fw *forwarder) resize(p *partition, got int, took time.Duration, behind bool, n int) {
+// 80 ms is 13 MB/s, whatever the link carries. So a partition of a far
+// leader that is still behind after a Fetch that filled at least half of
+// what it asked for is asked for twice as much next time, up to its share
+// of fetch.max.bytes among the n partitions being fetched from its leader
+// (the bound of what the responses on their way hold, and no partition
+// starves the others). Caught up, it is asked for max.partition.fetch.bytes
+// again.
+func (fw *forwarder) resize(p *partition, got int, far, behind bool, n int) {
 	size := max(p.fetchSize, fw.partitionMax)
 	switch {
 	case !behind:
 		size = fw.partitionMax
-	case took >= slowFetch && got >= int(size)/2:
+	case far && got >= int(size)/2:
 		size = max(fw.partitionMax, min(2*size, fw.fetchMax/int32(max(n, 1))))
 	}
 	p.fetchSize = size

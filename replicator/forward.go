@@ -98,6 +98,10 @@ type forwarder struct {
 	// so that the loop pauses instead of asking again at once.
 	src      map[string]topicMeta
 	troubled bool
+	// rtt is the measured round trip to each source broker (-1 while
+	// being measured); see far.
+	rttMu sync.Mutex
+	rtt   map[int32]time.Duration
 	// Send goroutine only.
 	dst           map[string]topicMeta
 	txnID         string // the flow's transactional id under mm2go.copy.fencing = epoch, else ""
@@ -151,6 +155,7 @@ func newForwarder(r *Replicator) *forwarder {
 		produceTimeout: dst.OptValue(kgo.ProduceRequestTimeout).(time.Duration),
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
+		rtt:            make(map[int32]time.Duration),
 		dst:            make(map[string]topicMeta),
 		fenced:         make(map[tp]bool),
 		fenceReqs:      make(chan fenceRequest),

@@ -263,18 +263,19 @@ func TestBatchesModeCoalescesSmallBatches(t *testing.T) {
 	require.Equal(t, uint8(kgo.CodecSnappy), recs[0].Attrs.CompressionType(), "compressed as the record path's producer does")
 }
 
-// TestFetchResize: a partition still behind after a slow Fetch that filled
-// half of what it asked for doubles its size, up to its share of
-// fetch.max.bytes; a fast Fetch (a near source) or one that came back with
-// little keeps the size; caught up, it returns to max.partition.fetch.bytes.
+// TestFetchResize: a partition of a far source still behind after a Fetch
+// that filled half of what it asked for doubles its size, up to its share
+// of fetch.max.bytes; a near source's partition, or a Fetch that came back
+// with little, keeps the size; caught up, it returns to
+// max.partition.fetch.bytes.
 func TestFetchResize(t *testing.T) {
 	const mib = 1 << 20
-	slow, fast := 80*time.Millisecond, 10*time.Millisecond
+	const slow, fast = true, false
 	tests := []struct {
 		name   string
 		before int32
 		got    int
-		took   time.Duration
+		far    bool
 		behind bool
 		n      int
 		want   int32
@@ -284,8 +285,8 @@ func TestFetchResize(t *testing.T) {
 		{"half full is enough", 4 * mib, 2 * mib, slow, true, 8, 50 * mib / 8},
 		{"capped by its share of fetch.max.bytes", 50 * mib / 8, 6 * mib, slow, true, 8, 50 * mib / 8},
 		{"alone it may take it all", 32 * mib, 32 * mib, slow, true, 1, 50 * mib},
-		{"fast fetch keeps the size", 0, mib, fast, true, 8, mib},
-		{"fast fetch keeps a grown size", 4 * mib, 4 * mib, fast, true, 8, 4 * mib},
+		{"a near source keeps the size", 0, mib, fast, true, 8, mib},
+		{"a near source keeps a grown size", 4 * mib, 4 * mib, fast, true, 8, 4 * mib},
 		{"little data keeps the size", 4 * mib, mib, slow, true, 8, 4 * mib},
 		{"caught up: back to the configured size", 4 * mib, 4 * mib, slow, false, 8, mib},
 		{"many partitions: never below the configured size", 0, mib, slow, true, 100, mib},
@@ -294,16 +295,17 @@ func TestFetchResize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &partition{fetchSize: tt.before}
-			fw.resize(p, tt.got, tt.took, tt.behind, tt.n)
+			fw.resize(p, tt.got, tt.far, tt.behind, tt.n)
 			require.Equal(t, tt.want, p.fetchSize)
 		})
 	}
 }
 
-// TestBatchesModeSlowSource: a source whose Fetch responses take 60 ms (a
-// far-away cluster) while partitions are behind gets larger fetches per
-// partition and two requests in flight, each for half of the partitions;
-// the copy is still every record once, in order, with an exact offset map.
+// TestBatchesModeSlowSource: a source that answers every request after
+// 30 ms or more (a far-away cluster) while partitions are behind gets larger
+// fetches per partition and two requests in flight, each for half of the
+// partitions; the copy is still every record once, in order, with an exact
+// offset map.
 func TestBatchesModeSlowSource(t *testing.T) {
 	b := newBed(t)
 	const kib = 1 << 10
@@ -332,6 +334,11 @@ func TestBatchesModeSlowSource(t *testing.T) {
 		parts[n]++
 		mu.Unlock()
 		b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
+		return nil, nil, false
+	})
+	b.src.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		b.src.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
 		return nil, nil, false
 	})
 	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
