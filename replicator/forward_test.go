@@ -3,7 +3,9 @@ package replicator
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -358,4 +360,31 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	require.Positive(t, parts[2], "requests for half of the partitions (two in flight): %v", parts)
 	require.Greater(t, largest, int32(kib), "a partition asked for more than max.partition.fetch.bytes")
 	require.LessOrEqual(t, largest, int32(64*kib/4), "at most its share of fetch.max.bytes")
+}
+
+// TestPredict: the offset a partition continues at after a response is
+// taken, known before it is taken: past the last whole batch at or after
+// its next offset (batches wholly before it and a batch cut at the
+// response's end do not count), its next offset when nothing came; nothing
+// for a partition with an error or a response fetched at another offset.
+func TestPredict(t *testing.T) {
+	batch := func(base int64, n int) []byte {
+		b := encodeBatch(testRecords()[:n], nil)
+		binary.BigEndian.PutUint64(b, uint64(base))
+		return b
+	}
+	whole := slices.Concat(batch(5, 3), batch(10, 3), batch(15, 2))
+	cut := batch(17, 3)
+	mk := func(n int32) *partition { return &partition{topic: "t", partition: n, next: 10} }
+	ps := []*partition{mk(0), mk(1), mk(2), mk(3)}
+	res := fetchResult{parts: ps, at: map[*partition]int64{ps[0]: 10, ps[1]: 10, ps[2]: 10, ps[3]: 4}, names: map[[16]byte]string{}}
+	res.resp = &kmsg.FetchResponse{Topics: []kmsg.FetchResponseTopic{{Topic: "t", Partitions: []kmsg.FetchResponseTopicPartition{
+		{Partition: 0, RecordBatches: append(whole, cut[:len(cut)-5]...)},
+		{Partition: 1},
+		{Partition: 2, ErrorCode: kerr.NotLeaderForPartition.Code, RecordBatches: whole},
+		{Partition: 3, RecordBatches: whole},
+	}}}}
+	ahead := map[*partition]int64{}
+	(&forwarder{}).predict(res, ahead)
+	require.Equal(t, map[*partition]int64{ps[0]: 17, ps[1]: 10}, ahead)
 }
