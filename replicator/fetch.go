@@ -343,6 +343,32 @@ func (fw *forwarder) fetchRequest(ps []*partition, res fetchResult, ahead map[*p
 // response is taken. A wrong guess costs one fetch: take drops a response
 // fetched at another offset than the partition's next.
 func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
+	res.current(func(p *partition, rp *kmsg.FetchResponseTopicPartition) {
+		if rp.ErrorCode != 0 {
+			return
+		}
+		next := p.next
+		for in := rp.RecordBatches; ; {
+			rb, rest, more := nextBatch(in)
+			if !more {
+				break
+			}
+			in = rest
+			if rb.magic != 2 {
+				return
+			}
+			if rb.last() >= next {
+				next = rb.last() + 1
+			}
+		}
+		ahead[p] = next
+	})
+}
+
+// current calls fn for each partition of res's response that is still
+// copying and was fetched at its next offset (not failed, gone, or
+// restarted from elsewhere since).
+func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicPartition)) {
 	find := make(map[tp]*partition, len(res.parts))
 	for _, p := range res.parts {
 		find[tp{p.topic, p.partition}] = p
@@ -355,27 +381,8 @@ func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
-			p := find[tp{topic, rp.Partition}]
-			if p == nil || rp.ErrorCode != 0 || p.failed.Load() || p.removed.Load() || res.at[p] != p.next {
-				continue
-			}
-			next, ok := p.next, true
-			for in := rp.RecordBatches; ; {
-				rb, rest, more := nextBatch(in)
-				if !more {
-					break
-				}
-				in = rest
-				if rb.magic != 2 {
-					ok = false
-					break
-				}
-				if rb.last() >= next {
-					next = rb.last() + 1
-				}
-			}
-			if ok {
-				ahead[p] = next
+			if p := find[tp{topic, rp.Partition}]; p != nil && !p.failed.Load() && !p.removed.Load() && res.at[p] == p.next {
+				fn(p, rp)
 			}
 		}
 	}
@@ -384,48 +391,33 @@ func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
 // takeResponse turns a Fetch response into batches to send, advancing each
 // partition's next offset. Fetch goroutine only.
 func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWork) {
-	find := map[tp]*partition{}
-	for _, p := range res.parts {
-		find[tp{p.topic, p.partition}] = p
-	}
-	for ti := range res.resp.Topics {
-		rt := &res.resp.Topics[ti]
-		topic := rt.Topic
-		if topic == "" {
-			topic = res.names[rt.TopicID]
+	far := fw.far(ctx, res.leader)
+	res.current(func(p *partition, rp *kmsg.FetchResponseTopicPartition) {
+		switch err := kerr.ErrorForCode(rp.ErrorCode); {
+		case err == nil:
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			fw.outOfRange(ctx, p)
+			return
+		case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
+			errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.LeaderNotAvailable),
+			errors.Is(err, kerr.ReplicaNotAvailable), errors.Is(err, kerr.KafkaStorageError),
+			errors.Is(err, kerr.OffsetNotAvailable):
+			fw.srcStale.Store(true)
+			fw.troubled = true
+			return
+		default:
+			fw.srcStale.Store(true)
+			fw.fetchError(p, err)
+			return
 		}
-		for pi := range rt.Partitions {
-			rp := &rt.Partitions[pi]
-			p := find[tp{topic, rp.Partition}]
-			if p == nil || p.failed.Load() || p.removed.Load() || res.at[p] != p.next {
-				continue // failed, gone, or restarted from elsewhere since
-			}
-			switch err := kerr.ErrorForCode(rp.ErrorCode); {
-			case err == nil:
-			case errors.Is(err, kerr.OffsetOutOfRange):
-				fw.outOfRange(ctx, p)
-				continue
-			case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
-				errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.LeaderNotAvailable),
-				errors.Is(err, kerr.ReplicaNotAvailable), errors.Is(err, kerr.KafkaStorageError),
-				errors.Is(err, kerr.OffsetNotAvailable):
-				fw.srcStale.Store(true)
-				fw.troubled = true
-				continue
-			default:
-				fw.srcStale.Store(true)
-				fw.fetchError(p, err)
-				continue
-			}
-			if end := endOf(rp.HighWatermark, rp.LastStableOffset); end > p.end.Load() {
-				p.end.Store(end)
-			}
-			if bs := fw.take(p, rp); len(bs) > 0 {
-				w[p] = bs
-			}
-			fw.resize(p, len(rp.RecordBatches), fw.far(ctx, res.leader), p.next < p.end.Load(), res.share)
+		if end := endOf(rp.HighWatermark, rp.LastStableOffset); end > p.end.Load() {
+			p.end.Store(end)
 		}
-	}
+		if bs := fw.take(p, rp); len(bs) > 0 {
+			w[p] = bs
+		}
+		fw.resize(p, len(rp.RecordBatches), far, p.next < p.end.Load(), res.share)
+	})
 }
 
 // farRTT: a source broker at least this many round-trip milliseconds away

@@ -314,7 +314,7 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	b.srcOpts = []kgo.Opt{kgo.FetchMaxBytes(64 * kib), kgo.FetchMaxPartitionBytes(kib)}
 	b.createTopic(b.srcAdm, "far", 4, nil)
 	want := map[int32][]record{}
-	for i := range 50 { // 50 small batches per partition
+	for i := range 80 { // 80 small batches per partition: time to tell the source is far
 		for p, rs := range b.produce("far", 4, i*40, 40) {
 			want[p] = append(want[p], rs...)
 		}
@@ -344,16 +344,16 @@ func TestBatchesModeSlowSource(t *testing.T) {
 		return nil, nil, false
 	})
 	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
-	require.Equal(t, want, b.read("A.far", 2000))
+	require.Equal(t, want, b.read("A.far", 3200))
 	require.Eventually(t, func() bool {
 		segs, _ := b.offsetMap()
 		for p := range int32(4) {
-			if len(segs[p]) != 1 || segs[p][0].From != 0 || segs[p][0].Last != 499 || segs[p][0].Down != 0 {
+			if len(segs[p]) != 1 || segs[p][0].From != 0 || segs[p][0].Last != 799 || segs[p][0].Down != 0 {
 				return false
 			}
 		}
 		return true
-	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..499 per partition")
+	}, 10*time.Second, 20*time.Millisecond, "one exact segment 0..799 per partition")
 	require.NoError(t, stop())
 	mu.Lock()
 	defer mu.Unlock()
