@@ -118,7 +118,6 @@ func TestSocketBuffersTLS(t *testing.T) {
 
 	// Cluster-level socket keys reach no client, as in MM2.
 
-
 	// The hostname check still applies: the certificate is for 127.0.0.1.
 	dial = newKgo(t, c.Flow("a", "b").Client(RoleSourceAdmin)).OptValue(kgo.Dialer).(dialFn)
 	_, err = dial(ctx, "tcp", "localhost:"+addr[len("127.0.0.1:"):])
