@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -242,12 +243,42 @@ func TestSummarizeAndTargets(t *testing.T) {
 	b := &bench{o: &options{latRate: 10000, phases: []string{"backlog", "latency"}}}
 	md := b.targets(rows)
 	// Round 1: 100/10 = 10x, round 2: 50/10 = 5x; median 7.5x.
-	require.Contains(t, md, "| MB per CPU-s: mm2go ≥ 5 × mm2 | 7.50× | yes |")
+	require.Contains(t, md, "| MB per CPU-s ≥ 15 × mm2 (MM2's best) | 7.50× | no |")
 	// Round 1: 100 %, round 2: 50 %; median 75 %.
-	require.Contains(t, md, "| catch-up: mm2go MB/s ≥ 70 % of copyloop | 75 % | yes |")
-	require.Contains(t, md, "| peak RSS: mm2go ≤ 1/10 of mm2 | 0.062× | yes |")
-	require.Contains(t, md, "| p99 mm2go ≤ mm2 | 0.50× | yes |")
-	require.Contains(t, md, "start to first record < 1 s: mm2go | 0.50 s | yes")
+	require.Contains(t, md, "| catch-up ≥ 90 % of copyloop | 75 % | no |")
+	require.Contains(t, md, "| peak RSS ≤ 1/10 of mm2 (defaults) | 0.062× | yes |")
+	require.Contains(t, md, "| p99 at 10000 records/s ≤ 50 ms | 20.0 ms | yes |")
+	require.Contains(t, md, "| p99 ≤ 0.5 × mm2 (MM2's best) | 0.50× | yes |")
+	require.Contains(t, md, "| start to first record < 1 s | 0.50 s | yes |")
+}
+
+// TestWANSection: the WAN table's rates and ratios (a run cut by the
+// timeout counts with the rate it reached, marked), and issue 15's targets at
+// the largest RTT.
+func TestWANSection(t *testing.T) {
+	b := &bench{o: &options{latRate: 10000, wanRTTs: []time.Duration{0, 80 * time.Millisecond}, wanTimeout: time.Minute}}
+	for _, c := range []struct {
+		base string
+		rtt  time.Duration
+	}{{"mm2go", 0}, {"mm2", 0}, {"mm2go", 80 * time.Millisecond}, {"mm2", 80 * time.Millisecond}} {
+		b.reps = append(b.reps, &contender{name: fmt.Sprintf("%s@%dms", c.base, c.rtt.Milliseconds()), wan: true, rtt: c.rtt, base: c.base})
+	}
+	wan := func(name string, ok bool, wall time.Duration, bytes int64) runResult {
+		return runResult{Phase: "wan", Contender: name, Round: 1, OK: ok, Wall: wall, Bytes: bytes, Records: bytes / 1000}
+	}
+	b.results = []runResult{
+		wan("mm2go@0ms", true, 10*time.Second, 2000e6),  // 200 MB/s
+		wan("mm2@0ms", true, 40*time.Second, 2000e6),    // 50 MB/s
+		wan("mm2go@80ms", true, 11*time.Second, 2000e6), // 181.8 MB/s
+		wan("mm2@80ms", false, 60*time.Second, 60e6),    // 1 MB/s, cut by the timeout
+		{Phase: "latency", Contender: "mm2go@80ms", Round: 1, OK: true, P50: 110 * time.Millisecond, P99: 170 * time.Millisecond},
+	}
+	md := b.wanSection()
+	require.Contains(t, md, "| mm2go | 80 | 181.8 | 0.91 | 181.82 | 110.0 | 170.0 | 90.0 |")
+	require.Contains(t, md, "| mm2 | 80 | 1.0* | 0.02 | 1.00 | – | – | – |")
+	require.Contains(t, md, "| catch-up ≥ 90 % of its own at 0 ms | 91 % | yes |")
+	require.Contains(t, md, "| catch-up ≥ 3 × the best MM2's | 181.82× | yes |")
+	require.Contains(t, md, "| p99 at the steady rate ≤ RTT + 50 ms | 170.0 ms | no |")
 }
 
 func TestDirSize(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,6 +370,22 @@ func (b *bench) wanSection() string {
 		fmt.Fprintf(&s, "| %s | %d | %s%s | %s | %s | %s | %s | %s |\n", k.base, k.rtt.Milliseconds(), cell(rate, 1), mark,
 			cell(rate/own, 2), cell(rate/bestMM2(k.rtt), 2), cell(median(p50[k]), 1), cell(median(p99[k]), 1),
 			cell(median(p99[k])-ms(k.rtt), 1))
+	}
+	if len(b.o.wanRTTs) > 1 {
+		far := slices.Max(b.o.wanRTTs)
+		k := key{nameMM2go, far}
+		rate, own, mm2 := median(rates[k]), median(rates[key{nameMM2go, first}]), bestMM2(far)
+		tail := median(p99[k])
+		fmt.Fprintf(&s, "\n| target (issue 15, `mm2go` at %d ms) | measured | met |\n|---|---|---|\n", far.Milliseconds())
+		yes := func(ok bool) string {
+			if ok {
+				return "yes"
+			}
+			return "no"
+		}
+		fmt.Fprintf(&s, "| catch-up ≥ 90 %% of its own at %d ms | %s %% | %s |\n", first.Milliseconds(), cell(100*rate/own, 0), yes(rate >= 0.9*own))
+		fmt.Fprintf(&s, "| catch-up ≥ 3 × the best MM2's | %s× | %s |\n", cell(rate/mm2, 2), yes(rate >= 3*mm2))
+		fmt.Fprintf(&s, "| p99 at the steady rate ≤ RTT + 50 ms | %s ms | %s |\n", cell(tail, 1), yes(tail <= ms(far)+50))
 	}
 	return s.String()
 }

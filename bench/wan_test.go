@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -84,6 +85,12 @@ func pingPong(t *testing.T, c net.Conn, n int) time.Duration {
 func TestWANLink(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces and TUN devices")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN device on this machine: %v", err)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("no ip command (iproute2): %v", err)
 	}
 	ctx := context.Background()
 	w, err := openWAN(ctx, t.Logf)
