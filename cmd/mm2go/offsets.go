@@ -316,6 +316,11 @@ func runFailover(args []string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintf(stderr, "mm2go: %v\n", err)
 			return exitFailure
 		}
+		if len(groups) == 0 {
+			_, _ = fmt.Fprintf(stderr, "mm2go: no consumer group on %s has offsets on the topics flow %s replicates (groups = %s, groups.exclude = %s): nothing to check; name a group with --group\n",
+				of.flow.Source, of.flow.Name(), strings.Join(of.flow.Groups, ", "), strings.Join(of.flow.GroupsExclude, ", "))
+			return exitFailure
+		}
 	}
 	start := time.Now()
 	var waitingFor string

@@ -101,3 +101,24 @@ func createTopicsN(t *testing.T, c *kfake.Cluster, partitions int32, topics ...s
 	_, err = kadm.NewClient(cl).CreateTopics(context.Background(), partitions, 1, nil, topics...)
 	require.NoError(t, err)
 }
+
+// TestFailoverCheckNoGroups: `mm2go failover check` on a flow whose topics
+// no group reads says so and how to name one, instead of a bare NOT SAFE.
+func TestFailoverCheckNoGroups(t *testing.T) {
+	src, dst := newCluster(t), newCluster(t)
+	createTopicsN(t, src, 2, "orders")
+	file := filepath.Join(t.TempDir(), "mm2.properties")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join([]string{
+		"clusters = A, B",
+		"A.bootstrap.servers = " + strings.Join(src.ListenAddrs(), ","),
+		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
+		"A->B.enabled = true",
+		"A->B.groups = orders-.*",
+	}, "\n")+"\n"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"failover", "check", "-c", file, "--timeout", "20s"}, &stdout, &stderr)
+	require.Equal(t, exitFailure, code, stdout.String()+stderr.String())
+	require.Contains(t, stderr.String(), "no consumer group on A has offsets on the topics flow A->B replicates (groups = orders-.*, groups.exclude = ")
+	require.Contains(t, stderr.String(), "name a group with --group")
+	require.NotContains(t, stdout.String(), "NOT SAFE")
+}
