@@ -19,19 +19,27 @@ import (
 	"github.com/mm2go/mm2go/policy"
 )
 
+// flowFile writes a file with the flow A->B between src and dst, plus extra
+// lines, and returns its path.
+func flowFile(t *testing.T, src, dst *kfake.Cluster, extra ...string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "mm2.properties")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(append([]string{
+		"clusters = A, B",
+		"A.bootstrap.servers = " + strings.Join(src.ListenAddrs(), ","),
+		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
+		"A->B.enabled = true",
+	}, extra...), "\n")+"\n"), 0o600))
+	return file
+}
+
 // TestStatus runs `mm2go status` on a flow nobody runs, then on one of two
 // tasks with two instances in its group, then after they left.
 func TestStatus(t *testing.T) {
 	src, dst := newCluster(t), newCluster(t)
 	createTopicsN(t, dst, 2, policy.LeaseTopic("A"))
 	createTopicsN(t, src, 4, "orders")
-	file := filepath.Join(t.TempDir(), "mm2.properties")
-	require.NoError(t, os.WriteFile(file, []byte(strings.Join([]string{
-		"clusters = A, B",
-		"A.bootstrap.servers = " + strings.Join(src.ListenAddrs(), ","),
-		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
-		"A->B.enabled = true",
-	}, "\n")+"\n"), 0o600))
+	file := flowFile(t, src, dst)
 	status := func(args ...string) (int, string) {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"status", "-c", file}, args...), &stdout, &stderr)
@@ -107,14 +115,7 @@ func createTopicsN(t *testing.T, c *kfake.Cluster, partitions int32, topics ...s
 func TestFailoverCheckNoGroups(t *testing.T) {
 	src, dst := newCluster(t), newCluster(t)
 	createTopicsN(t, src, 2, "orders")
-	file := filepath.Join(t.TempDir(), "mm2.properties")
-	require.NoError(t, os.WriteFile(file, []byte(strings.Join([]string{
-		"clusters = A, B",
-		"A.bootstrap.servers = " + strings.Join(src.ListenAddrs(), ","),
-		"B.bootstrap.servers = " + strings.Join(dst.ListenAddrs(), ","),
-		"A->B.enabled = true",
-		"A->B.groups = orders-.*",
-	}, "\n")+"\n"), 0o600))
+	file := flowFile(t, src, dst, "A->B.groups = orders-.*")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"failover", "check", "-c", file, "--timeout", "20s"}, &stdout, &stderr)
 	require.Equal(t, exitFailure, code, stdout.String()+stderr.String())
