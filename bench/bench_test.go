@@ -259,9 +259,10 @@ func TestWANSection(t *testing.T) {
 	b := &bench{o: &options{latRate: 10000, wanRTTs: []time.Duration{0, 80 * time.Millisecond}, wanTimeout: time.Minute}}
 	for _, c := range []struct {
 		base string
+		kind kind
 		rtt  time.Duration
-	}{{"mm2go", 0}, {"mm2", 0}, {"mm2go", 80 * time.Millisecond}, {"mm2", 80 * time.Millisecond}} {
-		b.reps = append(b.reps, &contender{name: fmt.Sprintf("%s@%dms", c.base, c.rtt.Milliseconds()), wan: true, rtt: c.rtt, base: c.base})
+	}{{"mm2go", kindMM2go, 0}, {"mm2", kindMM2, 0}, {"mm2go", kindMM2go, 80 * time.Millisecond}, {"mm2", kindMM2, 80 * time.Millisecond}} {
+		b.reps = append(b.reps, &contender{name: fmt.Sprintf("%s@%dms", c.base, c.rtt.Milliseconds()), kind: c.kind, wan: true, rtt: c.rtt, base: c.base})
 	}
 	wan := func(name string, ok bool, wall time.Duration, bytes int64) runResult {
 		return runResult{Phase: "wan", Contender: name, Round: 1, OK: ok, Wall: wall, Bytes: bytes, Records: bytes / 1000}

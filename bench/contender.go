@@ -108,6 +108,13 @@ func contenders(o *options) []*contender {
 		}
 		return s
 	}
+	tuned := &contender{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
+		about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)}
+	const kernelBuffers = "{S}.consumer.receive.buffer.bytes = -1"
+	tunedWAN := *tuned
+	tunedWAN.name, tunedWAN.props = nameMM2TunedWAN, append(slices.Clone(tuned.props), kernelBuffers)
+	tunedWAN.about = about("Apache MM2 tuned for throughput, its source consumer's socket buffer autotuned by the kernel (Java's default is a fixed 64 KiB)",
+		o.mm2Tuned+"; "+kernelBuffers, o.mm2TunedEnv)
 	return []*contender{
 		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings (the batches copy mode)"},
 		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean),
@@ -120,12 +127,8 @@ func contenders(o *options) []*contender {
 			env:   strings.Fields(o.mm2goRecordsLeanEnv),
 			about: about("mm2go in the record copy mode with less buffering (memory and latency)", recordsMode+"; "+o.mm2goRecordsLean, o.mm2goRecordsLeanEnv)},
 		{name: nameMM2, kind: kindMM2, about: "Apache MM2 dedicated mode, default settings"},
-		{name: nameMM2Tuned, kind: kindMM2, props: splitProps(o.mm2Tuned), env: strings.Fields(o.mm2TunedEnv),
-			about: about("Apache MM2 tuned for throughput", o.mm2Tuned, o.mm2TunedEnv)},
-		{name: nameMM2TunedWAN, kind: kindMM2, props: append(splitProps(o.mm2Tuned), "{S}.consumer.receive.buffer.bytes = -1"),
-			env: strings.Fields(o.mm2TunedEnv),
-			about: about("Apache MM2 tuned for throughput, its source consumer's socket buffer autotuned by the kernel (Java's default is a fixed 64 KiB)",
-				o.mm2Tuned+"; {S}.consumer.receive.buffer.bytes = -1", o.mm2TunedEnv)},
+		tuned,
+		&tunedWAN,
 		{name: nameCopyLoop, kind: kindCopyLoop, args: strings.Fields(o.copyArgs),
 			about: "minimal franz-go consume-produce loop (`go run ./bench copyloop`), `" + o.copyArgs + "`"},
 	}

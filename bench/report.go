@@ -319,6 +319,20 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	return s.String()
 }
 
+// targetLine writes one row of a targets table: what, the figure (format
+// applied) and whether it meets the target; "not measured" for NaN.
+func targetLine(s *strings.Builder, what string, got float64, format string, ok bool) {
+	met := "no"
+	if ok {
+		met = "yes"
+	}
+	if math.IsNaN(got) {
+		fmt.Fprintf(s, "| %s | not measured | – |\n", what)
+		return
+	}
+	fmt.Fprintf(s, "| %s | "+format+" | %s |\n", what, got, met)
+}
+
 // targets checks the issue's ratios. Each ratio is taken within a round
 // (both contenders ran back to back, so machine noise mostly cancels) and
 // the median over rounds is shown.
@@ -365,17 +379,7 @@ func (b *bench) targets(rows []*summaryRow) string {
 	}
 	var s strings.Builder
 	s.WriteString("| target (issue 15: the default mode, `mm2go`) | measured (median of per-round ratios) | met |\n|---|---|---|\n")
-	line := func(what string, got float64, format string, ok bool) {
-		met := "no"
-		if ok {
-			met = "yes"
-		}
-		if math.IsNaN(got) {
-			fmt.Fprintf(&s, "| %s | not measured | – |\n", what)
-			return
-		}
-		fmt.Fprintf(&s, "| %s | "+format+" | %s |\n", what, got, met)
-	}
+	line := func(what string, got float64, format string, ok bool) { targetLine(&s, what, got, format, ok) }
 	def := find(nameMM2go)
 	mbCPU := func(r *summaryRow) float64 { return r.mbPerCPU }
 	if mm2E := best(mbCPU, true, mm2s...); def != nil && mm2E != nil {

@@ -312,7 +312,6 @@ func setTopicConfig(t *testing.T, adm *kadm.Client, topic, key, value string) {
 	})
 }
 
-// eventually polls cond every 200ms until it returns true or timeout.
 // taskOwners maps each task of the flows from the source alias src to the
 // instance id running it, once the flow's group on the target is stable and
 // every one of its tasks runs; nil otherwise.
@@ -333,6 +332,7 @@ func taskOwners(t *testing.T, dstAdm *kadm.Client, src string, tasks int) map[in
 	return out
 }
 
+// eventually polls cond every 200ms until it returns true or timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
