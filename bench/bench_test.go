@@ -216,8 +216,9 @@ func TestSummarizeAndTargets(t *testing.T) {
 		return runResult{Phase: "backlog", Contender: name, Round: round, OK: true, Records: 1000, Bytes: 100e6,
 			Wall: wall, CPU: cpu, PeakRSS: rss, First: 500 * time.Millisecond}
 	}
-	lat := func(name string, round int, p99 time.Duration) runResult {
-		return runResult{Phase: "latency", Contender: name, Round: round, OK: true, P50: p99 / 2, P99: p99}
+	kib, small := latLoad{10000, 1024}, latLoad{50000, 100}
+	lat := func(name string, round int, load latLoad, p99 time.Duration) runResult {
+		return runResult{Phase: "latency", Contender: name, Round: round, OK: true, Load: load, P50: p99 / 2, P99: p99, LatCPUPct: 30}
 	}
 	results := []runResult{
 		run("mm2go", 1, 2*time.Second, time.Second, 20<<20),
@@ -227,10 +228,12 @@ func TestSummarizeAndTargets(t *testing.T) {
 		run("mm2", 2, 20*time.Second, 10*time.Second, 400<<20),
 		run("copyloop", 2, 2*time.Second, time.Second, 20<<20),
 		{Phase: "backlog", Contender: "mm2", Round: 3, Err: "verify: differs"},
-		lat("mm2go", 1, 20*time.Millisecond),
-		lat("mm2", 1, 40*time.Millisecond),
+		lat("mm2go", 1, kib, 20*time.Millisecond),
+		lat("mm2", 1, kib, 40*time.Millisecond),
+		lat("mm2go", 1, small, 60*time.Millisecond),
+		lat("mm2", 1, small, 80*time.Millisecond),
 	}
-	rows := summarize(results)
+	rows := summarize(results, kib)
 	require.Len(t, rows, 3)
 	require.Equal(t, "mm2go", rows[0].name)
 	require.Equal(t, 2, rows[0].ok)
@@ -240,15 +243,23 @@ func TestSummarizeAndTargets(t *testing.T) {
 	require.Equal(t, 2, rows[1].ok)
 	require.Equal(t, 3, rows[1].total) // the failed run counts as run, not in the medians
 
-	b := &bench{o: &options{latRate: 10000, phases: []string{"backlog", "latency"}}}
+	require.InDelta(t, 20.0, rows[0].p99, 1e-9, "the main table's latency is the first load's")
+
+	b := &bench{o: &options{latLoads: []latLoad{kib, small}, phases: []string{"backlog", "latency"}}, results: results}
 	md := b.targets(rows)
 	// Round 1: 100/10 = 10x, round 2: 50/10 = 5x; median 7.5x.
 	require.Contains(t, md, "| MB per CPU-s ≥ 15 × mm2 (MM2's best) | 7.50× | no |")
 	// Round 1: 100 %, round 2: 50 %; median 75 %.
 	require.Contains(t, md, "| catch-up ≥ 90 % of copyloop | 75 % | no |")
 	require.Contains(t, md, "| peak RSS ≤ 1/10 of mm2 (defaults) | 0.062× | yes |")
-	require.Contains(t, md, "| p99 at 10000 records/s ≤ 50 ms | 20.0 ms | yes |")
-	require.Contains(t, md, "| p99 ≤ 0.5 × mm2 (MM2's best) | 0.50× | yes |")
+	require.Contains(t, md, "| p99 at 10000 records/s × 1024 B ≤ 50 ms | 20.0 ms | yes |")
+	require.Contains(t, md, "| p99 at 10000 records/s × 1024 B ≤ 0.5 × mm2 (MM2's best) | 0.50× | yes |")
+	require.Contains(t, md, "| p99 at 50000 records/s × 100 B ≤ 50 ms | 60.0 ms | no |")
+	require.Contains(t, md, "| p99 at 50000 records/s × 100 B ≤ 0.5 × mm2 (MM2's best) | 0.75× | no |")
+	loads := b.loadsSection()
+	require.Contains(t, loads, "| contender | 10000 records/s × 1024 B | 50000 records/s × 100 B |")
+	require.Contains(t, loads, "| mm2go | 10.0 / 20.0 / 30 | 30.0 / 60.0 / 30 |")
+	require.Contains(t, loads, "| mm2 | 20.0 / 40.0 / 30 | 40.0 / 80.0 / 30 |")
 	require.Contains(t, md, "| start to first record < 1 s | 0.50 s | yes |")
 }
 
@@ -256,7 +267,7 @@ func TestSummarizeAndTargets(t *testing.T) {
 // timeout counts with the rate it reached, marked), and issue 15's targets at
 // the largest RTT.
 func TestWANSection(t *testing.T) {
-	b := &bench{o: &options{latRate: 10000, wanRTTs: []time.Duration{0, 80 * time.Millisecond}, wanTimeout: time.Minute}}
+	b := &bench{o: &options{latLoads: []latLoad{{10000, 1024}}, wanRTTs: []time.Duration{0, 80 * time.Millisecond}, wanTimeout: time.Minute}}
 	for _, c := range []struct {
 		base string
 		kind kind
@@ -327,4 +338,14 @@ func TestThrottleRate(t *testing.T) {
 	require.InDelta(t, 1.25, ratio, 1e-9, "2 MB in 40 s against 40 kB/s")
 	rate, _ = throttleRate(c[0], runResult{Wall: time.Second, First: time.Second})
 	require.Zero(t, rate, "no copy time: no rate")
+}
+
+func TestParseLoads(t *testing.T) {
+	got, err := parseLoads("10000x1024, 50000x100")
+	require.NoError(t, err)
+	require.Equal(t, []latLoad{{10000, 1024}, {50000, 100}}, got)
+	for _, bad := range []string{"", "10000", "10000x8", "0x1024", "x1024", "10kx1024"} {
+		_, err := parseLoads(bad)
+		require.Error(t, err, bad)
+	}
 }

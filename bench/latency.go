@@ -18,13 +18,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// latLoad is a steady load of the latency phase: records per second and
+// the value size of each.
+type latLoad struct {
+	rate, valueSize int
+}
+
+// String is the load as the flag writes it and the report names it.
+func (l latLoad) String() string { return fmt.Sprintf("%dx%d", l.rate, l.valueSize) }
+
+// parseLoads parses a comma-separated list of RATExBYTES loads.
+func parseLoads(s string) ([]latLoad, error) {
+	var out []latLoad
+	for f := range strings.SplitSeq(s, ",") {
+		r, v, ok := strings.Cut(strings.TrimSpace(f), "x")
+		rate, err1 := strconv.Atoi(r)
+		size, err2 := strconv.Atoi(v)
+		if !ok || err1 != nil || err2 != nil || rate < 1 || size < 16 {
+			return nil, fmt.Errorf("%q is not RATExBYTES (records per second, value bytes of at least 16)", f)
+		}
+		out = append(out, latLoad{rate: rate, valueSize: size})
+	}
+	return out, nil
+}
+
 // latency runs contender c (nil: no replicator, the consumer reads the
-// source topic) while a producer writes a steady o.latRate records/s to a
-// fresh source topic, each carrying its send time in a header. A consumer of
-// the target topic takes arrival minus send time for every record. The
-// window starts latWarmup after the first record arrived and lasts
-// latDuration; every record sent in it must arrive.
-func (b *bench) latency(ctx context.Context, c *contender, round int, profile bool) (res runResult) {
+// source topic) while a producer writes a steady load (records/s of values
+// of a size) to a fresh source topic, each record carrying its send time in
+// a header. A consumer of the target topic takes arrival minus send time for
+// every record. The window starts latWarmup after the first record arrived
+// and lasts latDuration; every record sent in it must arrive.
+func (b *bench) latency(ctx context.Context, c *contender, round int, load latLoad, profile bool) (res runResult) {
 	name := direct
 	if c != nil {
 		name = c.name
@@ -36,8 +60,8 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, profile bo
 	if profile {
 		phase = "profile-latency"
 	}
-	res = runResult{Phase: phase, Contender: name, Round: round, Syncs: -1}
-	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, name, round, id))
+	res = runResult{Phase: phase, Contender: name, Round: round, Load: load, Syncs: -1}
+	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-%s-r%d-%s", phase, load, name, round, id))
 	defer func() {
 		b.cleanup(context.WithoutCancel(ctx), l)
 		if _, err := b.srcAdm.DeleteTopics(context.WithoutCancel(ctx), l.topic); err != nil {
@@ -95,7 +119,7 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, profile bo
 		res.Err = err.Error()
 		return res
 	}
-	snd := &sender{b: b, cl: prod, topic: l.topic, partitions: parts}
+	snd := &sender{cl: prod, topic: l.topic, partitions: parts, rate: load.rate, shape: b.shapeFor(load.valueSize)}
 	var wg sync.WaitGroup
 	wg.Go(func() { rcv.consume(ctx, cons) })
 	wg.Go(func() { snd.run(ctx) })
@@ -173,10 +197,10 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, profile bo
 		return res
 	}
 	res.Records = want
-	res.Bytes = want * recordBytes(b.o.valueSize)
+	res.Bytes = want * recordBytes(load.valueSize)
 	res.Wall = winEnd.Sub(winStart)
 	res.P50, res.P99, res.PMax = percentile(lat, 50), percentile(lat, 99), lat[len(lat)-1]
-	if sent := snd.sentRate(); sent < 0.95*float64(b.o.latRate) {
+	if sent := snd.sentRate(); sent < 0.95*float64(load.rate) {
 		res.Note = fmt.Sprintf("producer reached only %.0f records/s", sent)
 	}
 	res.OK = true
@@ -199,10 +223,11 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // sender writes records at a steady rate until stopped, each with its send
 // time in a header.
 type sender struct {
-	b          *bench
 	cl         *kgo.Client
 	topic      string
 	partitions int32
+	rate       int // records per second
+	shape      *shape
 
 	stop         atomic.Bool
 	winLo, winHi atomic.Int64 // measurement window, Unix nanoseconds
@@ -229,7 +254,7 @@ func (s *sender) sentRate() float64 {
 // run paces the producer: every millisecond it sends what is due at rate
 // records per second since the start.
 func (s *sender) run(ctx context.Context) {
-	rate := float64(s.b.o.latRate)
+	rate := float64(s.rate)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	t0 := time.Now()
@@ -248,7 +273,7 @@ func (s *sender) run(ctx context.Context) {
 		el := time.Since(t0)
 		s.elapsed.Store(int64(el))
 		for due := int64(el.Seconds() * rate); i < due && !s.stop.Load(); i++ {
-			r := s.b.shape.record(s.topic, i, s.partitions)
+			r := s.shape.record(s.topic, i, s.partitions)
 			now := time.Now().UnixNano()
 			r.Headers[0] = kgo.RecordHeader{Key: headerSent, Value: binary.BigEndian.AppendUint64(nil, uint64(now))}
 			if lo, hi := s.winLo.Load(), s.winHi.Load(); lo > 0 && now >= lo && now < hi {

@@ -11,10 +11,11 @@
 // and ConsumerPerformance (the raw broker limits). A run counts only when
 // the target holds exactly the backlog: the same end offset per partition
 // and the same last record per partition. A second phase replicates a
-// steady 10,000 records/s and measures the end-to-end latency from the send
-// time on the source to the arrival at a consumer of the target. Results go
-// to a directory as CSV (every run, and medians) and a markdown report that
-// describes the machine.
+// steady load (10,000 records/s of 1 KiB and 50,000 of 100 B by default)
+// and measures the end-to-end latency from the send time on the source to
+// the arrival at a consumer of the target. Results go to a directory as
+// CSV (every run, and medians) and a markdown report that describes the
+// machine.
 //
 // Run it from the repository root:
 //
@@ -54,7 +55,7 @@ type options struct {
 	valueSize           int
 	rounds              int
 	latRounds           int
-	latRate             int
+	latLoads            []latLoad // the first is the main table's and the WAN phase's
 	latWarmup           time.Duration
 	latDuration         time.Duration
 	phases              []string
@@ -121,7 +122,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.valueSize, "value-size", 1024, "value size of each record, bytes")
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the backlog phase (every contender once per round)")
 	fs.IntVar(&o.latRounds, "latency-rounds", -1, "rounds of the latency phase (default: -rounds)")
-	fs.IntVar(&o.latRate, "latency-rate", 10_000, "records per second in the latency phase")
+	latLoads := fs.String("latency-loads", "10000x1024,50000x100", "latency phase: RATExBYTES loads, records per second and value size each (the first is the main table's and the WAN phase's)")
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
 	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes), wan (the source across a link with added round-trip time: backlog and latency; needs root)")
@@ -160,7 +161,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.wanTimeout, "wan-timeout", 3*time.Minute, "WAN phase: a backlog copy still running after this long counts with the rate it reached")
 	fs.StringVar(&o.jvmProfile, "jvm-profile", "stock", "KAFKA_JVM_PROFILE of the brokers and MM2 (stock: the flags of Kafka's own scripts; test: the test bed's)")
 	fs.Float64Var(&o.scaleCPU, "scale-cpu", 0.25, "scale phase: CPUs each instance may use (a cgroup quota; needs root)")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -175,6 +177,9 @@ func parseFlags(args []string) (*options, error) {
 		o.mm2TunedEnv = defaultMM2TunedEnv
 	}
 	o.wanOnly = strings.Split(*wanOnly, ",")
+	if o.latLoads, err = parseLoads(*latLoads); err != nil {
+		return nil, fmt.Errorf("-latency-loads: %w", err)
+	}
 	for f := range strings.SplitSeq(*wanRTTs, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d < 0 {
@@ -214,7 +219,8 @@ type bench struct {
 	srcAdm     *kadm.Client
 	dstAdm     *kadm.Client
 	src        *sourceTopic
-	shape      *shape
+	shape      *shape         // the backlog's
+	shapes     map[int]*shape // the latency phase's, by value size
 	reps       []*contender
 	wan        *wanLink // the WAN phase's link, nil without it
 	results    []runResult
@@ -397,16 +403,18 @@ func benchmark(ctx context.Context, o *options) (err error) {
 	}
 	if b.phase("latency") {
 		for round := 1; round <= o.latRounds; round++ {
-			if b.wants(direct) {
-				b.record(b.latency(ctx, nil, round, false))
-			}
-			for _, c := range b.reps {
-				if !b.wants(c.name) {
-					continue
+			for _, load := range o.latLoads {
+				if b.wants(direct) {
+					b.record(b.latency(ctx, nil, round, load, false))
 				}
-				b.record(b.latency(ctx, c, round, false))
-				if ctx.Err() != nil {
-					return ctx.Err()
+				for _, c := range b.reps {
+					if !b.wants(c.name) {
+						continue
+					}
+					b.record(b.latency(ctx, c, round, load, false))
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
 				}
 			}
 		}
@@ -419,7 +427,7 @@ func benchmark(ctx context.Context, o *options) (err error) {
 		}
 		var r runResult
 		if lat {
-			r = b.latency(ctx, b.reps[i], 0, true)
+			r = b.latency(ctx, b.reps[i], 0, o.latLoads[0], true)
 		} else {
 			r = b.replicate(ctx, b.reps[i], 0, true)
 		}
@@ -563,6 +571,19 @@ func buildMM2go(ctx context.Context, rev, bin string, pprof bool) error {
 		return fmt.Errorf("build mm2go: %w", err)
 	}
 	return nil
+}
+
+// shapeFor returns the record shape with values of valueSize bytes.
+func (b *bench) shapeFor(valueSize int) *shape {
+	if s, ok := b.shapes[valueSize]; ok {
+		return s
+	}
+	if b.shapes == nil {
+		b.shapes = map[int]*shape{}
+	}
+	s := newShape(valueSize, uint64(valueSize))
+	b.shapes[valueSize] = s
+	return s
 }
 
 // newID returns a short random id for aliases and topic names.

@@ -50,6 +50,7 @@ type runResult struct {
 	Verify time.Duration
 
 	// Latency phase.
+	Load           latLoad
 	P50, P99, PMax time.Duration
 	LatCPUPct      float64 // contender CPU during the measured window, % of one core
 

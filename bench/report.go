@@ -153,13 +153,14 @@ type summaryRow struct {
 	latRounds                           map[int]runResult // latency runs by round
 }
 
-// summarize computes the median row of every contender in run order.
-func summarize(results []runResult) []*summaryRow {
+// summarize computes the median row of every contender in run order, with
+// the latency runs at load (the others are left out).
+func summarize(results []runResult, load latLoad) []*summaryRow {
 	var rows []*summaryRow
 	byName := map[string]*summaryRow{}
 	vals := map[string]map[string][]float64{}
 	for _, r := range results {
-		if strings.HasPrefix(r.Phase, "profile") {
+		if strings.HasPrefix(r.Phase, "profile") || (r.Phase == "latency" && r.Load != load) {
 			continue
 		}
 		row := byName[r.Contender]
@@ -234,7 +235,7 @@ func cell(x float64, prec int) string {
 
 // report writes results.csv (medians) and results.md.
 func (b *bench) report() error {
-	rows := summarize(b.results)
+	rows := summarize(b.results, b.o.latLoads[0])
 	f, err := os.Create(filepath.Join(b.out, "results.csv"))
 	if err != nil {
 		return fmt.Errorf("create results.csv: %w", err)
@@ -269,9 +270,9 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "### Results (%s)\n\n", m.started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&s, "Backlog: %d records × %d B values (keys, 2 headers; %.1f MB payload, %.1f MB lz4 on disk) in %d partitions. "+
-		"Medians of %d backlog rounds and %d latency rounds (%d records/s, %s measured after %s warm-up).\n\n",
+		"Medians of %d backlog rounds and %d latency rounds (%s measured after %s warm-up; p50, p99 and CPU at %s).\n\n",
 		b.src.records, o.valueSize, float64(b.src.bytes)/1e6, float64(b.src.diskBytes)/1e6, b.src.partitions,
-		o.rounds, o.latRounds, o.latRate, o.latDuration, o.latWarmup)
+		o.rounds, o.latRounds, o.latDuration, o.latWarmup, loadName(o.latLoads[0]))
 	s.WriteString("| contender | wall s | MB/s | records/s | CPU s | MB per CPU-s | peak RSS MiB | first record s | brokers CPU s | p50 ms | p99 ms | CPU % at rate | offset syncs per 1M records | runs ok | load (1 min) |\n")
 	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
@@ -285,6 +286,9 @@ func (b *bench) markdown(rows []*summaryRow) string {
 			cell(r.latCPU, 0), cell(r.syncsPerM, 0), runs, cell(r.loadMin, 1), cell(r.loadMax, 1))
 	}
 	s.WriteString("\n")
+	if b.phase("latency") && len(o.latLoads) > 1 {
+		s.WriteString(b.loadsSection())
+	}
 	s.WriteString(b.targets(rows))
 	if b.phase("scale") {
 		s.WriteString(scaleSection(rows, o.scaleInstances, o.scaleTasks, o.scaleCPU))
@@ -333,64 +337,106 @@ func targetLine(s *strings.Builder, what string, got float64, format string, ok 
 	fmt.Fprintf(s, "| %s | "+format+" | %s |\n", what, got, met)
 }
 
-// targets checks the issue's ratios. Each ratio is taken within a round
-// (both contenders ran back to back, so machine noise mostly cancels) and
-// the median over rounds is shown.
-func (b *bench) targets(rows []*summaryRow) string {
-	find := func(name string) *summaryRow {
-		i := slices.IndexFunc(rows, func(r *summaryRow) bool { return r.name == name })
-		if i < 0 {
-			return nil
+// loadName is a latency load as the report writes it.
+func loadName(l latLoad) string { return fmt.Sprintf("%d records/s × %d B", l.rate, l.valueSize) }
+
+// loadsSection is the latency phase at every load: per contender the
+// median p50, p99 and CPU at each.
+func (b *bench) loadsSection() string {
+	var names []string
+	for _, r := range b.results {
+		if r.Phase == "latency" && !slices.Contains(names, r.Contender) {
+			names = append(names, r.Contender)
 		}
-		return rows[i]
 	}
-	// The better of two profiles by a median metric (higher is better when hi).
-	// best is the row of names with the highest (hi) or lowest metric.
-	best := func(metric func(*summaryRow) float64, hi bool, names ...string) *summaryRow {
-		var b *summaryRow
-		for _, n := range names {
-			r := find(n)
-			if r == nil || math.IsNaN(metric(r)) {
+	var s strings.Builder
+	s.WriteString("Latency at each load (medians; p50 ms / p99 ms / CPU % of one core at the rate):\n\n| contender |")
+	perLoad := make([][]*summaryRow, len(b.o.latLoads))
+	for i, l := range b.o.latLoads {
+		perLoad[i] = summarize(b.results, l)
+		fmt.Fprintf(&s, " %s |", loadName(l))
+	}
+	s.WriteString("\n|---|" + strings.Repeat("--:|", len(b.o.latLoads)) + "\n")
+	for _, n := range names {
+		fmt.Fprintf(&s, "| %s |", n)
+		for i := range b.o.latLoads {
+			r := findRow(perLoad[i], n)
+			if r == nil || r.latOK == 0 {
+				s.WriteString(" – |")
 				continue
 			}
-			if b == nil || (metric(r) > metric(b)) == hi {
-				b = r
-			}
+			fmt.Fprintf(&s, " %s / %s / %s |", cell(r.p50, 1), cell(r.p99, 1), cell(r.latCPU, 0))
 		}
-		return b
+		s.WriteString("\n")
 	}
+	s.WriteString("\n")
+	return s.String()
+}
+
+// findRow returns the row of contender name, nil without one.
+func findRow(rows []*summaryRow, name string) *summaryRow {
+	i := slices.IndexFunc(rows, func(r *summaryRow) bool { return r.name == name })
+	if i < 0 {
+		return nil
+	}
+	return rows[i]
+}
+
+// bestRow returns the row of names with the highest (hi) or lowest metric,
+// nil when none has it.
+func bestRow(rows []*summaryRow, metric func(*summaryRow) float64, hi bool, names ...string) *summaryRow {
+	var b *summaryRow
+	for _, n := range names {
+		r := findRow(rows, n)
+		if r == nil || math.IsNaN(metric(r)) {
+			continue
+		}
+		if b == nil || (metric(r) > metric(b)) == hi {
+			b = r
+		}
+	}
+	return b
+}
+
+// perRound is the median over rounds of f of x's and y's runs in the same
+// round (their latency runs when lat). Both ran back to back, so machine
+// noise mostly cancels in a ratio.
+func perRound(x, y *summaryRow, lat bool, f func(a, c runResult) float64) float64 {
+	if x == nil || y == nil {
+		return math.NaN()
+	}
+	xr, yr := x.rounds, y.rounds
+	if lat {
+		xr, yr = x.latRounds, y.latRounds
+	}
+	var v []float64
+	for round, a := range xr {
+		if c, ok := yr[round]; ok {
+			v = append(v, f(a, c))
+		}
+	}
+	return median(v)
+}
+
+// targets checks the issue's ratios, each the median of per-round ratios
+// (see perRound); the latency targets at every load.
+func (b *bench) targets(rows []*summaryRow) string {
 	mm2gos := []string{nameMM2go, nameMM2goLean, nameMM2goRecords, nameMM2goRecordsLean}
 	mm2s := []string{nameMM2, nameMM2Tuned}
-	perRound := func(x, y *summaryRow, lat bool, f func(a, c runResult) float64) float64 {
-		if x == nil || y == nil {
-			return math.NaN()
-		}
-		xr, yr := x.rounds, y.rounds
-		if lat {
-			xr, yr = x.latRounds, y.latRounds
-		}
-		var v []float64
-		for round, a := range xr {
-			if c, ok := yr[round]; ok {
-				v = append(v, f(a, c))
-			}
-		}
-		return median(v)
-	}
 	var s strings.Builder
 	s.WriteString("| target (issue 15: the default mode, `mm2go`) | measured (median of per-round ratios) | met |\n|---|---|---|\n")
 	line := func(what string, got float64, format string, ok bool) { targetLine(&s, what, got, format, ok) }
-	def := find(nameMM2go)
+	def := findRow(rows, nameMM2go)
 	mbCPU := func(r *summaryRow) float64 { return r.mbPerCPU }
-	if mm2E := best(mbCPU, true, mm2s...); def != nil && mm2E != nil {
+	if mm2E := bestRow(rows, mbCPU, true, mm2s...); def != nil && mm2E != nil {
 		x := perRound(def, mm2E, false, func(a, c runResult) float64 { return a.mbPerCPU() / c.mbPerCPU() })
 		line(fmt.Sprintf("MB per CPU-s ≥ 15 × %s (MM2's best)", mm2E.name), x, "%.2f×", x >= 15)
 	}
-	if mm2D := find(nameMM2); def != nil && mm2D != nil {
+	if mm2D := findRow(rows, nameMM2); def != nil && mm2D != nil {
 		x := perRound(def, mm2D, false, func(a, c runResult) float64 { return float64(a.PeakRSS) / float64(c.PeakRSS) })
 		line("peak RSS ≤ 1/10 of mm2 (defaults)", x, "%.3f×", x <= 0.1)
 	}
-	if c := find(nameCopyLoop); def != nil && c != nil {
+	if c := findRow(rows, nameCopyLoop); def != nil && c != nil {
 		x := perRound(def, c, false, func(a, c runResult) float64 { return a.mbps() / c.mbps() })
 		line("catch-up ≥ 90 % of copyloop", 100*x, "%.0f %%", x >= 0.9)
 	}
@@ -398,15 +444,23 @@ func (b *bench) targets(rows []*summaryRow) string {
 		line("start to first record < 1 s", def.first, "%.2f s", def.first < 1)
 	}
 	p99 := func(r *summaryRow) float64 { return r.p99 }
-	if def != nil && def.latOK > 0 {
-		line(fmt.Sprintf("p99 at %d records/s ≤ 50 ms", b.o.latRate), def.p99, "%.1f ms", def.p99 <= 50)
-		if mm2L := best(p99, false, mm2s...); mm2L != nil && mm2L.latOK > 0 {
+	for i, load := range b.o.latLoads {
+		lrows := rows
+		if i > 0 {
+			lrows = summarize(b.results, load)
+		}
+		def := findRow(lrows, nameMM2go)
+		if def == nil || def.latOK == 0 {
+			continue
+		}
+		line(fmt.Sprintf("p99 at %s ≤ 50 ms", loadName(load)), def.p99, "%.1f ms", def.p99 <= 50)
+		if mm2L := bestRow(lrows, p99, false, mm2s...); mm2L != nil && mm2L.latOK > 0 {
 			x := perRound(def, mm2L, true, func(a, c runResult) float64 { return ms(a.P99) / ms(c.P99) })
-			line(fmt.Sprintf("p99 ≤ 0.5 × %s (MM2's best)", mm2L.name), x, "%.2f×", x <= 0.5)
+			line(fmt.Sprintf("p99 at %s ≤ 0.5 × %s (MM2's best)", loadName(load), mm2L.name), x, "%.2f×", x <= 0.5)
 		}
 	}
 	for _, n := range mm2gos {
-		r := find(n)
+		r := findRow(rows, n)
 		if r == nil || !b.phase("backlog") {
 			continue
 		}

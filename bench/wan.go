@@ -279,7 +279,7 @@ func (b *bench) wanPhase(ctx context.Context) error {
 			}
 			for _, c := range cs {
 				if c.rtt == rtt {
-					b.record(b.latency(ctx, c, round, false))
+					b.record(b.latency(ctx, c, round, b.o.latLoads[0], false))
 				}
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -354,8 +354,8 @@ func (b *bench) wanSection() string {
 		first = b.o.wanRTTs[0]
 	}
 	fmt.Fprintf(&s, "\nWAN phase: the replicator in a network namespace reaching the source over a delay line (TUN devices) that adds the round-trip time, "+
-		"the target at once; backlog catch-up (the whole backlog, or the rate reached in -wan-timeout %s, marked *), then %d records/s from a linger.ms=0 producer:\n\n",
-		b.o.wanTimeout, b.o.latRate)
+		"the target at once; backlog catch-up (the whole backlog, or the rate reached in -wan-timeout %s, marked *), then %s from a linger.ms=0 producer:\n\n",
+		b.o.wanTimeout, loadName(b.o.latLoads[0]))
 	fmt.Fprintf(&s, "| contender | added RTT ms | catch-up MB/s | of its own at %d ms | × best MM2 at this RTT | p50 ms | p99 ms | p99 − RTT ms |\n", first.Milliseconds())
 	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, k := range order {
