@@ -114,6 +114,10 @@ func switchReps(t *testing.T) int {
 
 func TestIntegrationSwitchover(t *testing.T) {
 	need3(t)
+	// Mostly waiting (switch delays, steady rates), on the three-node
+	// clusters that only it uses then: it runs beside the other parallel
+	// tests, which use the single-node ones.
+	t.Parallel()
 	only := os.Getenv("MM2GO_SWITCHOVER_SUITES") // e.g. "default,kill"; all when empty
 	for _, s := range []switchSuite{
 		{key: "default", name: "default policy"},

@@ -309,16 +309,23 @@ func New(o Options) (*Replicator, error) {
 func (r *Replicator) Run(ctx context.Context) error {
 	f := r.o.Flow
 	startCtx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
-	err := r.ensureTopics(startCtx)
+	newProgress, newMap, err := r.ensureTopics(startCtx)
 	cancel()
 	if err != nil {
 		return err
 	}
-	if r.stored, err = r.pg.load(ctx, r.o.TargetReader, r.log); err != nil {
-		return err
+	// A topic created just now holds nothing: no read (it would wait for
+	// the new partitions' leaders).
+	r.stored, r.maps = map[string]map[int32]int64{}, map[tp]mapState{}
+	if !newProgress {
+		if r.stored, err = r.pg.load(ctx, r.o.TargetReader, r.log); err != nil {
+			return err
+		}
 	}
-	if r.maps, err = r.loadMap(ctx); err != nil {
-		return err
+	if !newMap {
+		if r.maps, err = r.loadMap(ctx); err != nil {
+			return err
+		}
 	}
 	r.inc.load(r.maps)
 	startCtx, cancel = context.WithTimeout(ctx, f.AdminTimeout)
@@ -382,40 +389,59 @@ func (r *Replicator) forgetGauges() {
 
 // ensureTopics creates the flow's internal topics where missing: the
 // Connect offsets topic and mm2go's offset map on the target, and MM2's
-// offset-syncs topic where the flow keeps it.
-func (r *Replicator) ensureTopics(ctx context.Context) error {
+// offset-syncs topic where the flow keeps it. The three are created at once:
+// each creation waits for the controller, and a flow's first start waits
+// for all of them. newProgress and newMap report that it created the
+// progress topic or the offset map: they hold nothing yet.
+func (r *Replicator) ensureTopics(ctx context.Context) (newProgress, newMap bool, err error) {
 	f := r.o.Flow
-	n, err := itopic.Ensure(ctx, r.o.TargetAdmin, itopic.Spec{
-		Name:              f.OffsetStorageTopic,
-		Partitions:        f.OffsetStoragePartitions,
-		ReplicationFactor: f.OffsetStorageReplicationFactor,
-	})
-	if err != nil {
-		return fmt.Errorf("ensure progress topic on %s: %w", f.Target, err)
-	}
-	r.pg = &progress{topic: f.OffsetStorageTopic, partitions: n, source: f.Source, cl: r.o.Target}
-	if _, err := itopic.Ensure(ctx, r.o.TargetAdmin, itopic.Spec{
-		Name:              r.mapTopic,
-		Partitions:        1,
-		ReplicationFactor: f.OffsetStorageReplicationFactor,
-	}); err != nil {
-		return fmt.Errorf("ensure offset map topic on %s: %w", f.Target, err)
-	}
-	if r.syncTopic == "" {
+	var g errgroup.Group
+	var progressParts int32
+	g.Go(func() error {
+		n, created, err := itopic.EnsureCreated(ctx, r.o.TargetAdmin, itopic.Spec{
+			Name:              f.OffsetStorageTopic,
+			Partitions:        f.OffsetStoragePartitions,
+			ReplicationFactor: f.OffsetStorageReplicationFactor,
+		})
+		if err != nil {
+			return fmt.Errorf("ensure progress topic on %s: %w", f.Target, err)
+		}
+		progressParts, newProgress = n, created
 		return nil
+	})
+	g.Go(func() error {
+		_, created, err := itopic.EnsureCreated(ctx, r.o.TargetAdmin, itopic.Spec{
+			Name:              r.mapTopic,
+			Partitions:        1,
+			ReplicationFactor: f.OffsetStorageReplicationFactor,
+		})
+		if err != nil {
+			return fmt.Errorf("ensure offset map topic on %s: %w", f.Target, err)
+		}
+		newMap = created
+		return nil
+	})
+	if r.syncTopic != "" {
+		g.Go(func() error {
+			adm, cluster := r.o.SourceAdmin, f.Source
+			if f.OffsetSyncsTopicLocation == config.LocationTarget {
+				adm, cluster = r.o.TargetAdmin, f.Target
+			}
+			if _, err := itopic.Ensure(ctx, adm, itopic.Spec{
+				Name:              r.syncTopic,
+				Partitions:        1,
+				ReplicationFactor: f.OffsetSyncsTopicReplicationFactor,
+			}); err != nil {
+				return fmt.Errorf("ensure offset-syncs topic on %s: %w", cluster, err)
+			}
+			return nil
+		})
 	}
-	adm, cluster := r.o.SourceAdmin, f.Source
-	if f.OffsetSyncsTopicLocation == config.LocationTarget {
-		adm, cluster = r.o.TargetAdmin, f.Target
+	if err := g.Wait(); err != nil {
+		return false, false, err
 	}
-	if _, err := itopic.Ensure(ctx, adm, itopic.Spec{
-		Name:              r.syncTopic,
-		Partitions:        1,
-		ReplicationFactor: f.OffsetSyncsTopicReplicationFactor,
-	}); err != nil {
-		return fmt.Errorf("ensure offset-syncs topic on %s: %w", cluster, err)
-	}
-	return nil
+	r.pg = &progress{topic: f.OffsetStorageTopic, partitions: progressParts, source: f.Source, cl: r.o.Target}
+	return newProgress, newMap, nil
 }
 
 func (r *Replicator) logStart() {

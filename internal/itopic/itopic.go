@@ -49,8 +49,17 @@ type Spec struct {
 // may have created it beforehand for a principal without create rights. Any
 // other failure is returned wrapped, with the topic named.
 func Ensure(ctx context.Context, adm *kadm.Client, s Spec) (int32, error) {
+	n, _, err := EnsureCreated(ctx, adm, s)
+	return n, err
+}
+
+// EnsureCreated is Ensure that also reports whether this call created the
+// topic: then it holds nothing yet, and a caller that would read it from
+// the start need not (a topic just created has no leaders everywhere yet,
+// and reading it waits for them).
+func EnsureCreated(ctx context.Context, adm *kadm.Client, s Spec) (n int32, created bool, err error) {
 	if n, err := partitions(ctx, adm, s.Name); err == nil {
-		return n, nil
+		return n, false, nil
 	}
 	cfg := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	for k, v := range s.Configs {
@@ -59,24 +68,25 @@ func Ensure(ctx context.Context, adm *kadm.Client, s Spec) (int32, error) {
 	resp, err := adm.CreateTopic(ctx, s.Partitions, s.ReplicationFactor, cfg, s.Name)
 	switch {
 	case err == nil && resp.NumPartitions > 0:
-		return resp.NumPartitions, nil
+		return resp.NumPartitions, true, nil
 	case err == nil:
+		created = true
 	case errors.Is(err, kerr.TopicAlreadyExists),
 		errors.Is(err, kerr.TopicAuthorizationFailed),
 		errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.UnsupportedVersion):
 	default:
-		return 0, fmt.Errorf("create topic %s: %w", s.Name, err)
+		return 0, false, fmt.Errorf("create topic %s: %w", s.Name, err)
 	}
 	// The client caches metadata (kgo.MetadataMinAge, 5s by default), so
 	// the topic may look missing for a few seconds; retry until ctx ends.
 	for {
 		n, err := partitions(ctx, adm, s.Name)
 		if err == nil {
-			return n, nil
+			return n, created, nil
 		}
 		if !loop.Sleep(ctx, 200*time.Millisecond) {
-			return 0, fmt.Errorf("describe topic %s after create: %w", s.Name, err)
+			return 0, false, fmt.Errorf("describe topic %s after create: %w", s.Name, err)
 		}
 	}
 }
