@@ -54,10 +54,15 @@ func Fenced(err error) bool {
 	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)
 }
 
-// retryEvery is the pause between attempts while the coordinator is busy
-// (CONCURRENT_TRANSACTIONS: the markers of the previous step are still
-// being written) or moving.
-const retryEvery = 100 * time.Millisecond
+// retryMin and retryMax bound the pause between attempts while the
+// coordinator is busy (CONCURRENT_TRANSACTIONS: the markers of the previous
+// step are still being written, which takes milliseconds) or moving. Every
+// start and every newly fenced partition waits for markers once, so the
+// first pause is short.
+const (
+	retryMin = 10 * time.Millisecond
+	retryMax = 100 * time.Millisecond
+)
 
 // Acquire fences every older producer of txnID out of the partitions parts
 // (topic -> partitions) and returns the producer id and epoch to write them
@@ -176,6 +181,7 @@ func abort(ctx context.Context, cl *kgo.Client, txnID string, p Producer) error 
 // retry runs fn until it succeeds, fails with an error that is not
 // retriable, or ctx ends.
 func retry(ctx context.Context, what string, fn func() error) error {
+	backoff := loop.Backoff{Min: retryMin, Max: retryMax}
 	for {
 		err := fn()
 		if err == nil {
@@ -184,7 +190,7 @@ func retry(ctx context.Context, what string, fn func() error) error {
 		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if !loop.Sleep(ctx, retryEvery) {
+		if !loop.Sleep(ctx, backoff.Next()) {
 			return fmt.Errorf("%s: %w (last error: %w)", what, ctx.Err(), err)
 		}
 	}
