@@ -18,6 +18,9 @@ import (
 // classes, built here with Maven once per run). The subtests share the
 // Java build and run one after the other: each starts JVMs.
 func TestIntegrationInterop(t *testing.T) {
+	// Its own topics and aliases; mostly waiting on MM2's JVM: it runs
+	// beside the other parallel tests.
+	t.Parallel()
 	in := newInterop(t)
 	t.Run("RemoteClusterUtils", func(t *testing.T) { testInteropRemoteClusterUtils(t, in) })
 	t.Run("TakeoverByMM2", func(t *testing.T) { testInteropTakeoverByMM2(t, in) })

@@ -114,10 +114,6 @@ func switchReps(t *testing.T) int {
 
 func TestIntegrationSwitchover(t *testing.T) {
 	need3(t)
-	// Mostly waiting (switch delays, steady rates), on the three-node
-	// clusters that only it uses then: it runs beside the other parallel
-	// tests, which use the single-node ones.
-	t.Parallel()
 	only := os.Getenv("MM2GO_SWITCHOVER_SUITES") // e.g. "default,kill"; all when empty
 	for _, s := range []switchSuite{
 		{key: "default", name: "default policy"},
@@ -127,7 +123,12 @@ func TestIntegrationSwitchover(t *testing.T) {
 		if only != "" && !slices.Contains(strings.Split(only, ","), s.key) {
 			continue
 		}
-		t.Run(s.name, func(t *testing.T) { runSwitchSuite(t, s, switchReps(t)) })
+		// The suites share nothing but the clusters, and their trials
+		// mostly wait (switch delays, steady rates): they run at once.
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			runSwitchSuite(t, s, switchReps(t))
+		})
 	}
 }
 
