@@ -54,14 +54,14 @@ func Fenced(err error) bool {
 	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.ProducerFenced)
 }
 
-// retryMin and retryMax bound the pause between attempts while the
+// retryFirst and retryLongest bound the pause between attempts while the
 // coordinator is busy (CONCURRENT_TRANSACTIONS: the markers of the previous
 // step are still being written, which takes milliseconds) or moving. Every
 // start and every newly fenced partition waits for markers once, so the
 // first pause is short.
 const (
-	retryMin = 10 * time.Millisecond
-	retryMax = 100 * time.Millisecond
+	retryFirst   = 10 * time.Millisecond
+	retryLongest = 100 * time.Millisecond
 )
 
 // Acquire fences every older producer of txnID out of the partitions parts
@@ -181,7 +181,7 @@ func abort(ctx context.Context, cl *kgo.Client, txnID string, p Producer) error 
 // retry runs fn until it succeeds, fails with an error that is not
 // retriable, or ctx ends.
 func retry(ctx context.Context, what string, fn func() error) error {
-	backoff := loop.Backoff{Min: retryMin, Max: retryMax}
+	backoff := loop.Backoff{Min: retryFirst, Max: retryLongest}
 	for {
 		err := fn()
 		if err == nil {
