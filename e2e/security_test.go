@@ -59,6 +59,9 @@ type secureBed struct {
 // started once for all subtests (about 6s) and stopped at the end.
 func TestIntegrationSecurity(t *testing.T) {
 	needKafka(t)
+	// Its own clusters; mostly waiting (token lifetimes, restarts): it runs
+	// beside the other parallel tests.
+	t.Parallel()
 	idp := newOAuthIDP(t)
 	bed := startSecureBed(t, idp)
 	t.Run("minimal ACLs replicate, checkpoint, sync and leak no secret", bed.testMinimalACLs)
@@ -300,7 +303,10 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 
 	secrets := filepath.Join(dir, "secrets.properties")
 	require.NoError(t, os.WriteFile(secrets, []byte("source.jaas = "+jaas(secureUser, b.src.userPW)+"\n"), 0o600))
-	t.Setenv("MM2GO_SEC_TARGET_JAAS", jaas(secureUser, b.dst.userPW))
+	// os.Setenv, not t.Setenv, which a parallel test may not call: no
+	// other test reads this name. The mm2go processes inherit it.
+	require.NoError(t, os.Setenv("MM2GO_SEC_TARGET_JAAS", jaas(secureUser, b.dst.userPW)))
+	t.Cleanup(func() { _ = os.Unsetenv("MM2GO_SEC_TARGET_JAAS") })
 	f.srcJAAS = "${file:" + secrets + ":source.jaas}"
 	f.dstJAAS = "${env:MM2GO_SEC_TARGET_JAAS}"
 	f.extra = []string{

@@ -123,12 +123,9 @@ func TestIntegrationSwitchover(t *testing.T) {
 		if only != "" && !slices.Contains(strings.Split(only, ","), s.key) {
 			continue
 		}
-		// The suites share nothing but the clusters, and their trials
-		// mostly wait (switch delays, steady rates): they run at once.
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			runSwitchSuite(t, s, switchReps(t))
-		})
+		// One after the other: run at once, the suites took as long (the
+		// SIGKILL suite's restarts slowed to its end).
+		t.Run(s.name, func(t *testing.T) { runSwitchSuite(t, s, switchReps(t)) })
 	}
 }
 
