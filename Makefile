@@ -33,5 +33,5 @@ vet: ## gofmt, go vet and golangci-lint, all clean
 tidy-check:
 	go mod tidy && git diff --exit-code go.mod go.sum
 
-bench: ## mm2go vs Apache MM2 vs the raw limit on two real Kafka clusters (~14 min; see README "Performance")
+bench: ## mm2go vs Apache MM2 vs the raw limit on two real Kafka clusters (~35 min; see README "Performance")
 	go run ./bench $(BENCH_FLAGS)
