@@ -344,6 +344,8 @@ func TestParseLoads(t *testing.T) {
 	got, err := parseLoads("10000x1024, 50000x100")
 	require.NoError(t, err)
 	require.Equal(t, []latLoad{{10000, 1024}, {50000, 100}}, got)
+	require.Equal(t, "50000x100", runLoad(runResult{Phase: "latency", Load: got[1]}), "runs.csv names the load")
+	require.Empty(t, runLoad(runResult{Phase: "backlog"}))
 	for _, bad := range []string{"", "10000", "10000x8", "0x1024", "x1024", "10kx1024"} {
 		_, err := parseLoads(bad)
 		require.Error(t, err, bad)

@@ -89,7 +89,7 @@ func (m machineInfo) summary() string {
 // runColumns are the columns of runs.csv, one row per run.
 func runColumns() []string {
 	return []string{
-		"phase", "contender", "round", "ok", "start", "records", "mb", "wall_s", "mb_per_s", "records_per_s",
+		"phase", "contender", "round", "load", "ok", "start", "records", "mb", "wall_s", "mb_per_s", "records_per_s",
 		"cpu_s", "mb_per_cpu_s", "peak_rss_mib", "rss_at_25pct_mib", "rss_at_end_mib", "first_record_s",
 		"src_broker_cpu_s", "dst_broker_cpu_s", "p50_ms", "p99_ms", "max_ms", "cpu_pct_at_rate",
 		"offset_syncs", "verify_s", "load1_before", "load1_after", "note", "error",
@@ -107,7 +107,7 @@ func (b *bench) writeRuns() error {
 	_ = w.Write(runColumns())
 	for _, r := range b.results {
 		_ = w.Write([]string{
-			r.Phase, r.Contender, strconv.Itoa(r.Round), strconv.FormatBool(r.OK), r.Start.Format(time.RFC3339),
+			r.Phase, r.Contender, strconv.Itoa(r.Round), runLoad(r), strconv.FormatBool(r.OK), r.Start.Format(time.RFC3339),
 			strconv.FormatInt(r.Records, 10), num(float64(r.Bytes) / 1e6), num(r.Wall.Seconds()), num(r.mbps()), num(r.rps()),
 			num(r.CPU.Seconds()), num(r.mbPerCPU()), mib(r.PeakRSS), mib(r.RSSQuarter), mib(r.RSSEnd), num(r.First.Seconds()),
 			num(r.SrcBrokerCPU.Seconds()), num(r.DstBrokerCPU.Seconds()), num(ms(r.P50)), num(ms(r.P99)), num(ms(r.PMax)),
@@ -116,6 +116,15 @@ func (b *bench) writeRuns() error {
 	}
 	w.Flush()
 	return w.Error()
+}
+
+// runLoad is a latency run's load as the flag writes it ("10000x1024"),
+// empty for the other phases.
+func runLoad(r runResult) string {
+	if r.Load == (latLoad{}) {
+		return ""
+	}
+	return r.Load.String()
 }
 
 // nan is d in seconds, NaN (not measured) when d is not positive.
@@ -444,11 +453,8 @@ func (b *bench) targets(rows []*summaryRow) string {
 		line("start to first record < 1 s", def.first, "%.2f s", def.first < 1)
 	}
 	p99 := func(r *summaryRow) float64 { return r.p99 }
-	for i, load := range b.o.latLoads {
-		lrows := rows
-		if i > 0 {
-			lrows = summarize(b.results, load)
-		}
+	for _, load := range b.o.latLoads {
+		lrows := summarize(b.results, load)
 		def := findRow(lrows, nameMM2go)
 		if def == nil || def.latOK == 0 {
 			continue

@@ -110,14 +110,11 @@ func testCutover(t *testing.T) {
 	})
 	touch := func(name string) { require.NoError(t, os.WriteFile(filepath.Join(control, name), nil, 0o600)) }
 	time.Sleep(4 * time.Second) // traffic on the source, read by the group there
-	// ... and copied: the offset map knows every partition from its
-	// start, where the group's offsets are. The flow's
-	// first start on fresh clusters waits seconds for the target's
-	// transaction coordinator to load (mm2go's fencing, the producers'
-	// idempotence).
-	mapReader, err := kgo.NewClient(kgo.SeedBrokers(target3Seeds...))
-	require.NoError(t, err)
-	defer mapReader.Close()
+	// ... and copied: the offset map knows every partition from its start,
+	// where the group's offsets are. The flow's first start on fresh
+	// clusters waits seconds for the target's transaction coordinator to
+	// load (mm2go's fencing, the producers' idempotence).
+	mapReader := ktest.Client(t, target3Seeds)
 	eventually(t, time.Minute, "the offset map knows every partition", func() bool {
 		idx, err := checkpoint.LoadIndex(ctx, mapReader, offsetmap.Topic(src), 0)
 		if err != nil {
