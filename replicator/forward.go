@@ -29,15 +29,15 @@ import (
 // the record path's acknowledgements do, and progress, offset syncs, lag and
 // the stall-and-retry of a refused partition work unchanged.
 //
-// A Produce request carries one batch per partition, so each partition has
-// one batch in flight: a refused batch leaves no later batch of its
-// partition written. Retriable errors re-send the same batch with the same
+// A Produce request carries one batch per partition, and each target
+// leader has one request out, so each partition has one batch in flight: a
+// refused batch leaves no later batch of its partition written. Retriable errors re-send the same batch with the same
 // sequence, which the broker de-duplicates; an error that loses the
 // producer's state (unknown producer id, out-of-order sequence) ends the
 // run, and the restart's reconciliation finds what the target already holds.
 //
-// Fetching and producing overlap: one goroutine fetches, another sends the
-// previous fetch.
+// Fetching and producing overlap: one goroutine fetches, another sends
+// what was fetched (sendLoop), each target leader on its own.
 
 // feed is what the replicator asks of its source side besides fetching:
 // kgo's consumer for the record path, the forwarder for the batches path.
@@ -132,6 +132,9 @@ type fwdBatch struct {
 	n     int
 	maxTS int64
 	size  int
+	// halved: a half of a batch the target refused as too large, never
+	// merged again (mergeHead).
+	halved bool
 }
 
 func (b *fwdBatch) up(i int) int64 {
@@ -200,34 +203,34 @@ func (fw *forwarder) run(ctx, sendCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	work := make(chan fwdWork, 1)
+	// Unbuffered: the send loop takes work while it holds less than
+	// queueBound, so the fetch loop runs ahead of the target by at most that
+	// and the fetch in its hands.
+	work := make(chan fwdWork)
 	failed := make(chan struct{}) // closed when sending failed
 	sendErr := make(chan error, 1)
 	go func() {
 		defer close(fw.sendDone)
-		var err error
+		err := fw.sendLoop(sendCtx, work)
+		if err != nil {
+			close(failed)
+		}
+		// What the fetch loop still hands over is dropped, and fence
+		// requests are refused, until it stopped.
+		refused := err
+		if refused == nil {
+			refused = errForwarderStopped
+		}
 		for {
 			select {
 			case req := <-fw.fenceReqs:
-				if err == nil {
-					marked, aerr := fw.acquire(sendCtx, req.parts)
-					req.done <- fenceResult{marked, aerr}
-				} else {
-					req.done <- fenceResult{err: err}
-				}
-				continue
+				req.done <- fenceResult{err: refused}
 			case w, ok := <-work:
 				if !ok {
 					sendErr <- err
 					return
 				}
-				if err != nil {
-					fw.drop(w)
-					continue
-				}
-				if err = fw.send(sendCtx, w); err != nil {
-					close(failed)
-				}
+				fw.drop(w)
 			}
 		}
 	}()

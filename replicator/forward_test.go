@@ -388,3 +388,139 @@ func TestPredict(t *testing.T) {
 	(&forwarder{}).predict(res, ahead)
 	require.Equal(t, map[*partition]int64{ps[0]: 17, ps[1]: 10}, ahead)
 }
+
+// TestMergeHead: the small batches queued for a partition (fetches that
+// arrived while its batch was out) go as one batch holding their records in
+// order, each mapped to its upstream offset, whether forwarded as fetched
+// (at the source's base offset) or encoded again (with a compacted hole); a
+// large batch or one of a later epoch ends the merge, and the queue's bytes
+// stay counted.
+func TestMergeHead(t *testing.T) {
+	fw := &forwarder{decompressor: kgo.DefaultDecompressor()}
+	p := &partition{topic: "t"}
+	rec := func(up int64, value string) *kgo.Record {
+		return &kgo.Record{Key: []byte{byte(up)}, Value: []byte(value), Offset: up,
+			Timestamp: time.UnixMilli(1_600_000_000_000 + up), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{byte(up)}}}}
+	}
+	forwarded := func(epoch uint32, up0 int64, values ...string) *fwdBatch {
+		var recs []*kgo.Record
+		for i, v := range values {
+			recs = append(recs, rec(up0+int64(i), v))
+		}
+		b := fw.encode(p, epoch, recs, func(r *kgo.Record) int64 { return r.Offset })
+		binary.BigEndian.PutUint64(b.b[offBaseOffset:], uint64(up0)) // as fetched
+		b.up0, b.ups = up0, nil
+		return b
+	}
+	reencoded := fw.encode(p, 0, []*kgo.Record{rec(20, "v20"), rec(25, "v25")}, func(r *kgo.Record) int64 { return r.Offset })
+	large := forwarded(0, 26, strings.Repeat("x", coalesceBelow))
+	queued := func(bs ...*fwdBatch) *sendState {
+		st := &sendState{queue: fwdWork{p: bs}}
+		for _, b := range bs {
+			st.bytes += len(b.b)
+		}
+		return st
+	}
+	bytesOf := func(bs []*fwdBatch) int {
+		n := 0
+		for _, b := range bs {
+			n += len(b.b)
+		}
+		return n
+	}
+
+	st := queued(forwarded(0, 10, "v10", "v11"), forwarded(0, 12, "v12"), reencoded, large, forwarded(0, 27, "v27"))
+	fw.mergeHead(st, p)
+	q := st.queue[p]
+	require.Len(t, q, 3)
+	require.Same(t, large, q[1])
+	require.Equal(t, bytesOf(q), st.bytes)
+	head := q[0]
+	require.Equal(t, 5, head.n)
+	var got []string
+	for i, r := range decode(t, head.b, 0) {
+		require.Equal(t, []byte{byte(head.up(i))}, r.Key, "record %d", i)
+		require.Equal(t, time.UnixMilli(1_600_000_000_000+head.up(i)), r.Timestamp)
+		require.Equal(t, []kgo.RecordHeader{{Key: "h", Value: []byte{byte(head.up(i))}}}, r.Headers)
+		got = append(got, string(r.Value))
+	}
+	require.Equal(t, []string{"v10", "v11", "v12", "v20", "v25"}, got)
+	require.Equal(t, []int64{10, 11, 12, 20, 25}, head.ups)
+
+	// A later epoch's batch (fetched after the partition's failure) is not
+	// merged into the earlier one, nor the halves of a batch the target
+	// refused as too large (they would be refused again).
+	first, later := forwarded(0, 40, "v40"), forwarded(1, 41, "v41")
+	st = queued(first, later)
+	fw.mergeHead(st, p)
+	require.Equal(t, []*fwdBatch{first, later}, st.queue[p])
+	halves, err := fw.split(forwarded(0, 50, "v50", "v51"))
+	require.NoError(t, err)
+	st = queued(halves...)
+	fw.mergeHead(st, p)
+	require.Equal(t, halves, st.queue[p])
+}
+
+// TestBatchesModeSlowTargetBroker: while one target broker holds a Produce
+// request, the partitions other brokers lead keep being copied, batch after
+// batch; once it answers, every record is on the target once and in order.
+func TestBatchesModeSlowTargetBroker(t *testing.T) {
+	b := newBedBrokers(t, 3)
+	b.createTopic(b.srcAdm, "slow", 2, nil)
+	b.createTopic(b.dstAdm, "A.slow", 2, nil)
+	const held = int32(0)
+	require.NoError(t, b.dst.MoveTopicPartition("A.slow", 0, held))
+	require.NoError(t, b.dst.MoveTopicPartition("A.slow", 1, 1))
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none", "sync.topic.configs.enabled = false"), prometheus.NewRegistry())
+	want := map[int32][]record{}
+	seq := 0
+	produce := func(p int32, n int) {
+		var rs []*kgo.Record
+		for range n {
+			r := &kgo.Record{Topic: "slow", Partition: p, Value: []byte(fmt.Sprintf("v%d", seq)), Timestamp: time.UnixMilli(1_600_000_000_000 + int64(seq))}
+			seq++
+			rs = append(rs, r)
+			want[p] = append(want[p], toRecord(r))
+		}
+		require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
+	}
+	ends := func() (p0, p1 int64) {
+		o, err := b.dstAdm.ListEndOffsets(context.Background(), "A.slow")
+		e0, _ := o.Lookup("A.slow", 0)
+		e1, _ := o.Lookup("A.slow", 1)
+		if err != nil {
+			return -1, -1
+		}
+		return e0.Offset, e1.Offset
+	}
+	produce(0, 10)
+	produce(1, 10)
+	require.Equal(t, want, b.read("A.slow", 20))
+
+	// Broker 0 holds every Produce request for A.slow until release.
+	md, err := b.dstAdm.Metadata(context.Background(), "A.slow")
+	require.NoError(t, err)
+	id := md.Topics["A.slow"].ID
+	release := make(chan struct{})
+	b.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		if b.dst.CurrentNode() != held || !slices.ContainsFunc(req.(*kmsg.ProduceRequest).Topics, func(rt kmsg.ProduceRequestTopic) bool {
+			return rt.Topic == "A.slow" || rt.TopicID == id
+		}) {
+			return nil, nil, false
+		}
+		b.dst.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	produce(0, 10)
+	for round := range 3 {
+		produce(1, 10)
+		require.Eventually(t, func() bool { _, e1 := ends(); return e1 == int64(10*(round+2)) }, 10*time.Second, 10*time.Millisecond,
+			"partition 1's round %d copied while broker 0 holds partition 0's batch", round)
+	}
+	e0, _ := ends()
+	require.Equal(t, int64(10), e0, "partition 0's batch is held")
+	close(release)
+	require.Equal(t, want, b.read("A.slow", 60), "every record once, in order")
+	require.NoError(t, stop())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -158,94 +159,226 @@ func lostProducerState(err error) bool {
 		errors.Is(err, kerr.InvalidProducerIDMapping)
 }
 
-// send produces w: round after round, the first unsent batch of every
-// partition, one Produce request per target leader.
-func (fw *forwarder) send(ctx context.Context, w fwdWork) error {
+// queueBound is what the send loop holds before it takes more from the
+// fetch loop: what one Fetch of every partition brings at most
+// (max.partition.fetch.bytes each, fetch.max.bytes in all). With the fetch
+// the fetch loop holds, that is about the two fetches the forwarder held
+// when it sent one fetch at a time.
+func (fw *forwarder) queueBound() int {
 	r := fw.r
-	if fw.txnID != "" {
-		if news := fw.unfenced(w); len(news) > 0 || time.Since(fw.acquiredAt) > renewEvery {
-			if _, err := fw.acquire(ctx, news); err != nil {
-				fw.drop(w)
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-		}
+	n := 0
+	r.mu.Lock()
+	for _, ps := range r.parts {
+		n += len(ps)
 	}
-	backoff := loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-	for len(w) > 0 {
-		var parts []*partition
-		for p, bs := range w {
-			if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() {
-				fw.drop(fwdWork{p: bs}) // sent before the partition's last failure
-				delete(w, p)
+	r.mu.Unlock()
+	return int(min(int64(fw.fetchMax), int64(max(n, 1))*int64(fw.partitionMax)))
+}
+
+// sendState is the send loop's record of what it holds and what is out.
+type sendState struct {
+	queue   fwdWork                // batches not acknowledged yet, in order per partition
+	bytes   int                    // their bytes
+	out     map[int32][]*partition // leaders with a Produce request out, and its partitions
+	sending map[*partition]bool    // partitions whose first batch is out
+	results chan produceResult
+	wait    map[int32]time.Time     // leaders backing off after an error, until
+	backoff map[int32]*loop.Backoff // per leader
+	// leaderless holds partitions without a known target leader back
+	// from a metadata reload until it passes.
+	leaderless time.Time
+	fences     []fenceRequest // acquisitions waiting for nothing to be out
+	err        error          // why the loop ends (nil: it ends with sendCtx)
+	stopping   bool           // no more requests: the loop ends once nothing is out
+}
+
+// produceResult is a Produce request's outcome.
+type produceResult struct {
+	leader int32
+	parts  []*partition
+	resp   *kmsg.ProduceResponse
+	err    error
+}
+
+// sendLoop sends what the fetch loop hands over on work until work is
+// closed and everything is acknowledged, ctx ends, or the producer's state
+// is lost (the error). Each target leader has one Produce request out at a
+// time, carrying the next batch of every partition it leads that has one
+// and none out; its answer is settled and its next request sent at once,
+// whatever the other leaders do, so a slow or failing broker holds back
+// only its own partitions (and the fetch, once queueBound is held).
+// Fencing (acquire) waits until no request is out and sends none meanwhile.
+func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
+	st := &sendState{
+		queue:   fwdWork{},
+		out:     map[int32][]*partition{},
+		sending: map[*partition]bool{},
+		results: make(chan produceResult),
+		wait:    map[int32]time.Time{},
+		backoff: map[int32]*loop.Backoff{},
+	}
+	done := ctx.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if len(st.out) == 0 {
+			if st.stopping || st.err != nil || (work == nil && len(st.queue) == 0) {
+				fw.drop(st.queue)
+				for _, req := range st.fences {
+					req.done <- fenceResult{err: errForwarderStopped}
+				}
+				return st.err
+			}
+			fw.fence(ctx, st)
+		}
+		if !st.stopping && st.err == nil && len(st.fences) == 0 && !fw.needsFence(st.queue) {
+			fw.issueProduce(ctx, st)
+		}
+		in := work
+		if st.bytes >= fw.queueBound() || st.stopping || st.err != nil {
+			in = nil
+		}
+		var tick <-chan time.Time
+		if next, ok := st.nextWake(); ok {
+			timer.Reset(time.Until(next))
+			tick = timer.C
+		}
+		select {
+		case w, ok := <-in:
+			if !ok {
+				work = nil
 				continue
 			}
-			parts = append(parts, p)
-		}
-		if len(parts) == 0 {
-			return nil
-		}
-		by, err := leaders(ctx, r.o.Target, fw.dst, fw.dstStale.Swap(false), parts, remoteTopic)
-		if err == nil && len(by) == 0 {
-			err = errors.New("no leader known for the remote partitions")
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				fw.drop(w)
-				return nil
+			for p, bs := range w {
+				st.queue[p] = append(st.queue[p], bs...)
+				for _, b := range bs {
+					st.bytes += len(b.b)
+				}
 			}
+		case req := <-fw.fenceReqs:
+			st.fences = append(st.fences, req)
+		case res := <-st.results:
+			fw.produced(ctx, st, res)
+		case <-tick:
+		case <-done:
+			done, st.stopping = nil, true
+		}
+		timer.Stop()
+	}
+}
+
+// errForwarderStopped answers a fence request the send loop can no longer
+// serve.
+var errForwarderStopped = errors.New("the forwarder stopped")
+
+// nextWake is when the send loop must look again although nothing arrived:
+// the end of a leader's backoff or of the leaderless hold.
+func (st *sendState) nextWake() (time.Time, bool) {
+	var next time.Time
+	for _, at := range st.wait {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if !st.leaderless.IsZero() && (next.IsZero() || st.leaderless.Before(next)) {
+		next = st.leaderless
+	}
+	return next, !next.IsZero()
+}
+
+// needsFence reports whether the queue holds a partition acquire has not
+// covered, or the transactional id is due for renewal.
+func (fw *forwarder) needsFence(queue fwdWork) bool {
+	if fw.txnID == "" {
+		return false
+	}
+	return len(fw.unfenced(queue)) > 0 || time.Since(fw.acquiredAt) > renewEvery
+}
+
+// fence runs, with nothing out, the acquisitions asked for (fenceBeforePlan)
+// and the one the queue needs (needsFence).
+func (fw *forwarder) fence(ctx context.Context, st *sendState) {
+	for _, req := range st.fences {
+		marked, err := fw.acquire(ctx, req.parts)
+		req.done <- fenceResult{marked, err}
+	}
+	st.fences = nil
+	if !fw.needsFence(st.queue) {
+		return
+	}
+	if _, err := fw.acquire(ctx, fw.unfenced(st.queue)); err != nil {
+		if ctx.Err() != nil {
+			st.stopping = true
+			return
+		}
+		st.err = err
+	}
+}
+
+// issueProduce sends a Produce request to every target leader that has
+// none out and is not backing off, with the first batch of each of its
+// partitions that has none out.
+func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
+	r := fw.r
+	now := time.Now()
+	for leader, at := range st.wait {
+		if !now.Before(at) {
+			delete(st.wait, leader)
+		}
+	}
+	hold := now.Before(st.leaderless)
+	if !hold {
+		st.leaderless = time.Time{}
+	}
+	var parts []*partition
+	for p, bs := range st.queue {
+		if st.sending[p] {
+			continue
+		}
+		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() {
+			fw.drop(fwdWork{p: bs}) // fetched before the partition's last failure
+			st.forget(p)
+			continue
+		}
+		if _, known := fw.dst[p.remote].leaders[p.partition]; hold && !known {
+			continue
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return
+	}
+	by, err := leaders(ctx, r.o.Target, fw.dst, fw.dstStale.Swap(false), parts, remoteTopic)
+	if err != nil {
+		if ctx.Err() == nil {
 			fw.dstStale.Store(true)
 			r.m.error(r.flow, metric.Reason(err, reasonProduce))
 			r.log.Warn("target metadata; retried", zap.Error(err))
-			loop.Sleep(ctx, 200*time.Millisecond)
-			continue
+			st.leaderless = now.Add(200 * time.Millisecond)
 		}
-		retry := fw.sendRound(ctx, by, w)
-		if retry != nil {
-			if fence.Fenced(retry) {
-				fw.drop(w)
-				return fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
-			}
-			if lostProducerState(retry) {
-				fw.drop(w)
-				return fmt.Errorf("target %s lost the idempotent producer's state (%w); restarting the flow", r.o.Flow.Target, retry)
-			}
-			if ctx.Err() != nil {
-				fw.drop(w)
-				return nil
-			}
-			fw.dstStale.Store(true)
-			wait := backoff.Next()
-			r.m.error(r.flow, metric.Reason(retry, reasonProduce))
-			r.log.Warn("target did not take batches; re-sent with the same sequence numbers", zap.Duration("backoff", wait), zap.Error(retry))
-			loop.Sleep(ctx, wait)
-			continue
-		}
-		backoff.Reset()
+		return
 	}
-	return nil
-}
-
-// sendRound sends the first batch of each partition in by and settles what
-// the target answered. It returns the last retriable (or producer-state)
-// error; those batches stay first in w.
-func (fw *forwarder) sendRound(ctx context.Context, by map[int32][]*partition, w fwdWork) error {
-	r := fw.r
-	type result struct {
-		parts []*partition
-		resp  *kmsg.ProduceResponse
-		err   error
+	n := 0
+	for _, ps := range by {
+		n += len(ps)
 	}
-	results := make(chan result, len(by))
+	if n < len(parts) && !hold {
+		st.leaderless = now.Add(200 * time.Millisecond) // metadata reloaded: asked again then
+	}
 	for leader, ps := range by {
+		if _, busy := st.out[leader]; busy {
+			continue
+		}
+		if _, waiting := st.wait[leader]; waiting {
+			continue
+		}
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks = -1
 		req.TimeoutMillis = int32(fw.produceTimeout.Milliseconds())
 		idx := map[string]int{}
 		for _, p := range ps {
-			b := w[p][0]
+			fw.mergeHead(st, p)
+			b := st.queue[p][0]
 			rewrite(b.b, fw.producerID, fw.producerEpoch, p.seq)
 			i, ok := idx[p.remote]
 			if !ok {
@@ -259,23 +392,80 @@ func (fw *forwarder) sendRound(ctx context.Context, by map[int32][]*partition, w
 			rp.Partition = p.partition
 			rp.Records = b.b
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			st.sending[p] = true
 		}
+		st.out[leader] = ps
 		go func() {
 			resp, err := r.o.Target.Broker(int(leader)).Request(ctx, req)
-			res := result{parts: ps, err: err}
+			res := produceResult{leader: leader, parts: ps, err: err}
 			if err == nil {
 				res.resp = resp.(*kmsg.ProduceResponse)
 			}
-			results <- res
+			st.results <- res
 		}()
 	}
-	var retry error
-	for range by {
-		res := <-results
-		if res.err != nil {
-			retry = res.err
-			continue
+}
+
+// mergeHead encodes p's first queued batches again as one batch while each
+// is small (under coalesceBelow), together they stay under maxEncodedBatch
+// and none is a half of a batch the target refused as too large. A
+// partition has one batch out at a time, so the small batches of several
+// fetches (a producer with linger.ms=0, while the fetch loop runs ahead)
+// would each take a round trip to the target. A batch that does not decode
+// is sent as it is.
+func (fw *forwarder) mergeHead(st *sendState, p *partition) {
+	bs := st.queue[p]
+	k, size := 0, 0
+	for ; k < len(bs); k++ {
+		b := bs[k]
+		if b.halved || b.epoch != bs[0].epoch || len(b.b) >= coalesceBelow || (k > 0 && size+b.size > maxEncodedBatch) {
+			break
 		}
+		size += b.size
+	}
+	if k < 2 {
+		return
+	}
+	var recs []*kgo.Record
+	for _, b := range bs[:k] {
+		fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: p.topic, Partition: p.partition},
+			&kmsg.FetchResponseTopicPartition{RecordBatches: b.b, HighWatermark: math.MaxInt64}, fw.decompressor, nil)
+		if fp.Err != nil || len(fp.Records) != b.n {
+			return
+		}
+		for i, rec := range fp.Records {
+			rec.Offset = b.up(i) // the encoded batch's upstream offsets
+		}
+		recs = append(recs, fp.Records...)
+	}
+	merged := fw.encode(p, bs[0].epoch, recs, func(rec *kgo.Record) int64 { return rec.Offset })
+	for _, b := range bs[:k] {
+		st.bytes -= len(b.b)
+	}
+	st.bytes += len(merged.b)
+	st.queue[p] = append([]*fwdBatch{merged}, bs[k:]...)
+}
+
+// forget removes p from the queue.
+func (st *sendState) forget(p *partition) {
+	for _, b := range st.queue[p] {
+		st.bytes -= len(b.b)
+	}
+	delete(st.queue, p)
+}
+
+// produced settles what a leader answered: acknowledged batches leave the
+// queue, a partition the target refused fails (the replicator's stall and
+// retry), and a retriable error keeps the batches first in the queue, sent
+// again with the same sequence numbers after the leader's backoff.
+func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceResult) {
+	r := fw.r
+	delete(st.out, res.leader)
+	for _, p := range res.parts {
+		delete(st.sending, p)
+	}
+	retry := res.err
+	if retry == nil {
 		byID := map[[16]byte]string{}
 		for name, tm := range fw.dst {
 			byID[tm.id] = name
@@ -291,48 +481,80 @@ func (fw *forwarder) sendRound(ctx context.Context, by map[int32][]*partition, w
 			}
 		}
 		for _, p := range res.parts {
-			rp, ok := answered[tp{p.remote, p.partition}]
-			if !ok {
-				retry = fmt.Errorf("no answer for %s/%d", p.remote, p.partition)
-				continue
-			}
-			b := w[p][0]
-			switch err := kerr.ErrorForCode(rp.ErrorCode); {
-			case err == nil:
-				// Sequences wrap to 0 past MaxInt32, as Kafka's do.
-				p.seq = int32((int64(p.seq) + int64(b.n)) % (1 << 31))
-				fw.settle(b, rp.BaseOffset)
-			case lostProducerState(err), kerr.IsRetriable(err):
+			if err := fw.answered(st, p, answered); err != nil {
 				retry = err
-				continue
-			case (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && b.n > 1:
-				// Larger than the target takes (a forwarded batch keeps
-				// the source's batching): sent again as two halves,
-				// until a refused batch is a single record.
-				halves, derr := fw.split(b)
-				if derr != nil {
-					r.fail(p, b.up(0), fmt.Errorf("%w; splitting it: %w", err, derr))
-					continue
-				}
-				r.log.Info("batch too large for the target; sent again in two halves",
-					zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", b.up(0)),
-					zap.Int("records", b.n), zap.Int("bytes", len(b.b)), zap.Error(err))
-				w[p] = append(halves, w[p][1:]...)
-				continue
-			default:
-				for _, rest := range w[p] {
-					p.inflight.Add(-int64(rest.n))
-				}
-				delete(w, p)
-				r.fail(p, b.up(0), err)
-				continue
-			}
-			if w[p] = w[p][1:]; len(w[p]) == 0 {
-				delete(w, p)
 			}
 		}
 	}
-	return retry
+	b := st.backoff[res.leader]
+	if b == nil {
+		b = &loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+		st.backoff[res.leader] = b
+	}
+	switch {
+	case retry == nil:
+		b.Reset()
+	case fence.Fenced(retry):
+		st.err = fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
+	case lostProducerState(retry):
+		st.err = fmt.Errorf("target %s lost the idempotent producer's state (%w); restarting the flow", r.o.Flow.Target, retry)
+	case ctx.Err() != nil:
+		st.stopping = true
+	default:
+		fw.dstStale.Store(true)
+		wait := b.Next()
+		st.wait[res.leader] = time.Now().Add(wait)
+		r.m.error(r.flow, metric.Reason(retry, reasonProduce))
+		r.log.Warn("target did not take batches; re-sent with the same sequence numbers",
+			zap.Int32("broker", res.leader), zap.Duration("backoff", wait), zap.Error(retry))
+	}
+}
+
+// answered settles partition p's first batch from the leader's answer. It
+// returns a retriable (or producer-state) error, which leaves the batch
+// first in the queue.
+func (fw *forwarder) answered(st *sendState, p *partition, answered map[tp]kmsg.ProduceResponseTopicPartition) error {
+	r := fw.r
+	rp, ok := answered[tp{p.remote, p.partition}]
+	if !ok {
+		return fmt.Errorf("no answer for %s/%d", p.remote, p.partition)
+	}
+	b := st.queue[p][0]
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case err == nil:
+		// Sequences wrap to 0 past MaxInt32, as Kafka's do.
+		p.seq = int32((int64(p.seq) + int64(b.n)) % (1 << 31))
+		fw.settle(b, rp.BaseOffset)
+	case lostProducerState(err), kerr.IsRetriable(err):
+		return err
+	case (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && b.n > 1:
+		// Larger than the target takes (a forwarded batch keeps the
+		// source's batching): sent again as two halves, until a refused
+		// batch is a single record.
+		halves, derr := fw.split(b)
+		if derr != nil {
+			fw.drop(fwdWork{p: st.queue[p]})
+			st.forget(p)
+			r.fail(p, b.up(0), fmt.Errorf("%w; splitting it: %w", err, derr))
+			return nil
+		}
+		r.log.Info("batch too large for the target; sent again in two halves",
+			zap.String("topic", p.topic), zap.Int32("partition", p.partition), zap.Int64("offset", b.up(0)),
+			zap.Int("records", b.n), zap.Int("bytes", len(b.b)), zap.Error(err))
+		st.bytes += len(halves[0].b) + len(halves[1].b) - len(b.b)
+		st.queue[p] = append(halves, st.queue[p][1:]...)
+		return nil
+	default:
+		fw.drop(fwdWork{p: st.queue[p]})
+		st.forget(p)
+		r.fail(p, b.up(0), err)
+		return nil
+	}
+	st.bytes -= len(b.b)
+	if st.queue[p] = st.queue[p][1:]; len(st.queue[p]) == 0 {
+		delete(st.queue, p)
+	}
+	return nil
 }
 
 // settle records that the target wrote b at base: the exact offset map,
@@ -378,10 +600,12 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 	// index in b.
 	up := func(rec *kgo.Record) int64 { return b.up(int(rec.Offset)) }
 	half := b.n / 2
-	return []*fwdBatch{
+	halves := []*fwdBatch{
 		fw.encode(b.p, b.epoch, fp.Records[:half], up),
 		fw.encode(b.p, b.epoch, fp.Records[half:], up),
-	}, nil
+	}
+	halves[0].halved, halves[1].halved = true, true
+	return halves, nil
 }
 
 // encode encodes recs (at least one) into a batch of p's to send,
