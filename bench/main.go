@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/fence"
@@ -510,8 +511,17 @@ func (b *bench) initKafkaInternals(ctx context.Context) error {
 		name string
 		cl   *kgo.Client
 	}{{"source", b.srcCl}, {"target", b.dstCl}} {
-		if _, err := kadm.NewClient(side.cl).FetchOffsets(ctx, "mm2go-bench-init"); err != nil {
-			return fmt.Errorf("%s cluster: have Kafka create its offsets topic: %w", side.name, err)
+		// The coordinator is not available until the topic is created:
+		// asked again until it is.
+		for {
+			_, err := kadm.NewClient(side.cl).FetchOffsets(ctx, "mm2go-bench-init")
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.CoordinatorLoadInProgress) || ctx.Err() != nil {
+				return fmt.Errorf("%s cluster: have Kafka create its offsets topic: %w", side.name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		if _, err := fence.Acquire(ctx, side.cl, "mm2go-bench-init", time.Minute, nil); err != nil {
 			return fmt.Errorf("%s cluster: have Kafka create its transaction state topic: %w", side.name, err)
