@@ -203,10 +203,10 @@ func (fw *forwarder) run(ctx, sendCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Unbuffered: the send loop takes work while it holds less than
-	// queueBound, so the fetch loop runs ahead of the target by at most that
-	// and the fetch in its hands.
-	work := make(chan fwdWork)
+	// The send loop takes work while it holds less than queueBound, so the
+	// fetch loop runs ahead of the target by at most that, one fetch here
+	// and the one in its hands.
+	work := make(chan fwdWork, 1)
 	failed := make(chan struct{}) // closed when sending failed
 	sendErr := make(chan error, 1)
 	go func() {

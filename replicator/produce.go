@@ -161,9 +161,7 @@ func lostProducerState(err error) bool {
 
 // queueBound is what the send loop holds before it takes more from the
 // fetch loop: what one Fetch of every partition brings at most
-// (max.partition.fetch.bytes each, fetch.max.bytes in all). With the fetch
-// the fetch loop holds, that is about the two fetches the forwarder held
-// when it sent one fetch at a time.
+// (max.partition.fetch.bytes each, fetch.max.bytes in all).
 func (fw *forwarder) queueBound() int {
 	r := fw.r
 	n := 0
