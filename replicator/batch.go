@@ -108,16 +108,81 @@ func (rb rawBatch) forwardable(from int64) bool {
 
 // rewrite makes b (a whole v2 batch) a batch of the given idempotent
 // producer at sequence seq: the fields the producing client owns are
-// replaced and the CRC is recomputed. The records, their compression and
-// timestamps are untouched.
+// replaced and the CRC is updated. The records, their compression and
+// timestamps are untouched. b's CRC must be right for b (forwardable checked
+// it, encodeBatch set it): the new one is derived from it and the changed
+// bytes alone (crcChange), not computed again over the records, so a batch
+// damaged after its CRC was checked keeps a CRC that does not match, for
+// the target to refuse.
 func rewrite(b []byte, producerID int64, epoch int16, seq int32) {
+	var diff [offRecordCount - offProducerID]byte
+	copy(diff[:], b[offProducerID:offRecordCount])
 	binary.BigEndian.PutUint64(b[offBaseOffset:], 0)
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], 0xFFFFFFFF) // -1: the broker's to set
 	binary.BigEndian.PutUint64(b[offProducerID:], uint64(producerID))
 	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(seq))
-	setCRC(b)
+	for i := range diff {
+		diff[i] ^= b[offProducerID+i]
+	}
+	crc := binary.BigEndian.Uint32(b[offCRC:]) ^ crcChange(diff[:], len(b)-offRecordCount)
+	binary.BigEndian.PutUint32(b[offCRC:], crc)
 }
+
+// crcChange is what XORing diff into a message, followed by after more
+// bytes, XORs into its CRC-32C. A CRC is linear over GF(2) for messages of
+// one length: crc(m) ^ crc(m ^ d) is the CRC of d alone with a zero
+// initial value and no final XOR, and the zeros before diff leave that at
+// zero. The after zero bytes multiply it by x^(8*after) modulo the
+// polynomial, which x2nModP computes in log2(after) steps.
+func crcChange(diff []byte, after int) uint32 {
+	raw := ^crc32.Update(^uint32(0), crc32c, diff) // zero initial value, no final XOR
+	return multModP(x2nModP(uint64(after), 3), raw)
+}
+
+// castagnoliReversed is the CRC-32C polynomial in the bit order of
+// hash/crc32 (lowest degree in the highest bit).
+const castagnoliReversed = 0x82f63b78
+
+// multModP multiplies a and b, polynomials over GF(2) in castagnoliReversed's
+// bit order, modulo the polynomial.
+func multModP(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ castagnoliReversed
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// x2nModP returns x^(n * 2^k) modulo the polynomial: the product of the
+// x^(2^i) (squared from x, precomputed) for the bits i of n shifted by k.
+func x2nModP(n uint64, k uint) uint32 {
+	p := uint32(1) << 31 // x^0
+	for ; n != 0; n, k = n>>1, k+1 {
+		if n&1 != 0 {
+			p = multModP(x2n[k], p)
+		}
+	}
+	return p
+}
+
+// x2n[i] is x^(2^i) modulo the polynomial, for shifts up to 2^40 bits: a
+// batch's length is an int32 of bytes.
+var x2n = func() (t [40]uint32) {
+	p := uint32(1) << 30 // x^1
+	for i := range t {
+		t[i] = p
+		p = multModP(p, p)
+	}
+	return t
+}()
 
 // setCRC sets the CRC of the v2 batch b, which covers the attributes to
 // the end.
