@@ -135,6 +135,9 @@ type fwdBatch struct {
 	// halved: a half of a batch the target refused as too large, never
 	// merged again (mergeHead).
 	halved bool
+	// sent: the batch went out at least once, so the target may hold it
+	// under its sequence numbers; it is re-sent as it is, never merged.
+	sent bool
 }
 
 func (b *fwdBatch) up(i int) int64 {

@@ -393,8 +393,8 @@ func TestPredict(t *testing.T) {
 // arrived while its batch was out) go as one batch holding their records in
 // order, each mapped to its upstream offset, whether forwarded as fetched
 // (at the source's base offset) or encoded again (with a compacted hole); a
-// large batch or one of a later epoch ends the merge, and the queue's bytes
-// stay counted.
+// large batch or one of a later epoch ends the merge, a batch sent before
+// is not merged, and the queue's bytes stay counted.
 func TestMergeHead(t *testing.T) {
 	fw := &forwarder{decompressor: kgo.DefaultDecompressor()}
 	p := &partition{topic: "t"}
@@ -459,6 +459,13 @@ func TestMergeHead(t *testing.T) {
 	st = queued(halves...)
 	fw.mergeHead(st, p)
 	require.Equal(t, halves, st.queue[p])
+	// A batch sent before (its retry after an error) goes again as it was:
+	// the broker takes a duplicate for one only with the same sequences.
+	retried, next := forwarded(0, 60, "v60"), forwarded(0, 61, "v61")
+	retried.sent = true
+	st = queued(retried, next)
+	fw.mergeHead(st, p)
+	require.Equal(t, []*fwdBatch{retried, next}, st.queue[p])
 }
 
 // TestBatchesModeSlowTargetBroker: while one target broker holds a Produce

@@ -378,6 +378,7 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 			fw.mergeHead(st, p)
 			b := st.queue[p][0]
 			rewrite(b.b, fw.producerID, fw.producerEpoch, p.seq)
+			b.sent = true
 			i, ok := idx[p.remote]
 			if !ok {
 				i = len(req.Topics)
@@ -406,13 +407,18 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 
 // mergeHead encodes p's first queued batches again as one batch while each
 // is small (under coalesceBelow), together they stay under maxEncodedBatch
-// and none is a half of a batch the target refused as too large. A
+// and none is a half of a batch the target refused as too large; a first
+// batch sent before (an error's retry) goes again unchanged, since the
+// broker recognizes a duplicate only by the same sequence range. A
 // partition has one batch out at a time, so the small batches of several
 // fetches (a producer with linger.ms=0, while the fetch loop runs ahead)
 // would each take a round trip to the target. A batch that does not decode
 // is sent as it is.
 func (fw *forwarder) mergeHead(st *sendState, p *partition) {
 	bs := st.queue[p]
+	if bs[0].sent {
+		return
+	}
 	k, size := 0, 0
 	for ; k < len(bs); k++ {
 		b := bs[k]
