@@ -47,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/internal/fence"
+	"github.com/mm2go/mm2go/internal/loop"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -518,10 +519,9 @@ func (b *bench) initKafkaInternals(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.CoordinatorLoadInProgress) || ctx.Err() != nil {
+			if !kerr.IsRetriable(err) || !loop.Sleep(ctx, 50*time.Millisecond) {
 				return fmt.Errorf("%s cluster: have Kafka create its offsets topic: %w", side.name, err)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
 		if _, err := fence.Acquire(ctx, side.cl, "mm2go-bench-init", time.Minute, nil); err != nil {
 			return fmt.Errorf("%s cluster: have Kafka create its transaction state topic: %w", side.name, err)

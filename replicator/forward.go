@@ -31,10 +31,11 @@ import (
 //
 // A Produce request carries one batch per partition, and each target
 // leader has one request out, so each partition has one batch in flight: a
-// refused batch leaves no later batch of its partition written. Retriable errors re-send the same batch with the same
-// sequence, which the broker de-duplicates; an error that loses the
-// producer's state (unknown producer id, out-of-order sequence) ends the
-// run, and the restart's reconciliation finds what the target already holds.
+// refused batch leaves no later batch of its partition written. Retriable
+// errors re-send the same batch with the same sequence, which the broker
+// de-duplicates; an error that loses the producer's state (unknown producer
+// id, out-of-order sequence) ends the run, and the restart's reconciliation
+// finds what the target already holds.
 //
 // Fetching and producing overlap: one goroutine fetches, another sends
 // what was fetched (sendLoop), each target leader on its own.
@@ -132,12 +133,10 @@ type fwdBatch struct {
 	n     int
 	maxTS int64
 	size  int
-	// halved: a half of a batch the target refused as too large, never
-	// merged again (mergeHead).
-	halved bool
-	// sent: the batch went out at least once, so the target may hold it
-	// under its sequence numbers; it is re-sent as it is, never merged.
-	sent bool
+	// asIs: the batch goes as it is, never merged (mergeHead): it went out
+	// before (the target may hold it under its sequence numbers), or it is
+	// a half of a batch the target refused as too large.
+	asIs bool
 }
 
 func (b *fwdBatch) up(i int) int64 {

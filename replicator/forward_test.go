@@ -462,7 +462,7 @@ func TestMergeHead(t *testing.T) {
 	// A batch sent before (its retry after an error) goes again as it was:
 	// the broker takes a duplicate for one only with the same sequences.
 	retried, next := forwarded(0, 60, "v60"), forwarded(0, 61, "v61")
-	retried.sent = true
+	retried.asIs = true
 	st = queued(retried, next)
 	fw.mergeHead(st, p)
 	require.Equal(t, []*fwdBatch{retried, next}, st.queue[p])

@@ -178,16 +178,21 @@ type sendState struct {
 	queue   fwdWork                // batches not acknowledged yet, in order per partition
 	bytes   int                    // their bytes
 	out     map[int32][]*partition // leaders with a Produce request out, and its partitions
-	sending map[*partition]bool    // partitions whose first batch is out
 	results chan produceResult
-	wait    map[int32]time.Time     // leaders backing off after an error, until
-	backoff map[int32]*loop.Backoff // per leader
+	retry   map[int32]*leaderRetry // leaders that answered with an error
 	// leaderless holds partitions without a known target leader back
 	// from a metadata reload until it passes.
 	leaderless time.Time
 	fences     []fenceRequest // acquisitions waiting for nothing to be out
 	err        error          // why the loop ends (nil: it ends with sendCtx)
 	stopping   bool           // no more requests: the loop ends once nothing is out
+}
+
+// leaderRetry is a target leader's backoff after an error: no request goes
+// to it before until.
+type leaderRetry struct {
+	loop.Backoff
+	until time.Time
 }
 
 // produceResult is a Produce request's outcome.
@@ -210,10 +215,8 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 	st := &sendState{
 		queue:   fwdWork{},
 		out:     map[int32][]*partition{},
-		sending: map[*partition]bool{},
 		results: make(chan produceResult),
-		wait:    map[int32]time.Time{},
-		backoff: map[int32]*loop.Backoff{},
+		retry:   map[int32]*leaderRetry{},
 	}
 	done := ctx.Done()
 	timer := time.NewTimer(time.Hour)
@@ -270,16 +273,19 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 var errForwarderStopped = errors.New("the forwarder stopped")
 
 // nextWake is when the send loop must look again although nothing arrived:
-// the end of a leader's backoff or of the leaderless hold.
+// the end of a leader's backoff or of the leaderless hold, whichever comes
+// first and has not passed.
 func (st *sendState) nextWake() (time.Time, bool) {
+	now := time.Now()
 	var next time.Time
-	for _, at := range st.wait {
-		if next.IsZero() || at.Before(next) {
+	consider := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
-	if !st.leaderless.IsZero() && (next.IsZero() || st.leaderless.Before(next)) {
-		next = st.leaderless
+	consider(st.leaderless)
+	for _, lr := range st.retry {
+		consider(lr.until)
 	}
 	return next, !next.IsZero()
 }
@@ -319,18 +325,16 @@ func (fw *forwarder) fence(ctx context.Context, st *sendState) {
 func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 	r := fw.r
 	now := time.Now()
-	for leader, at := range st.wait {
-		if !now.Before(at) {
-			delete(st.wait, leader)
-		}
-	}
 	hold := now.Before(st.leaderless)
-	if !hold {
-		st.leaderless = time.Time{}
+	sending := map[*partition]bool{}
+	for _, ps := range st.out {
+		for _, p := range ps {
+			sending[p] = true
+		}
 	}
 	var parts []*partition
 	for p, bs := range st.queue {
-		if st.sending[p] {
+		if sending[p] {
 			continue
 		}
 		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() {
@@ -347,6 +351,9 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 		return
 	}
 	by, err := leaders(ctx, r.o.Target, fw.dst, fw.dstStale.Swap(false), parts, remoteTopic)
+	if err == nil && len(by) == 0 {
+		err = errors.New("no leader known for the remote partitions")
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			fw.dstStale.Store(true)
@@ -367,7 +374,7 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 		if _, busy := st.out[leader]; busy {
 			continue
 		}
-		if _, waiting := st.wait[leader]; waiting {
+		if lr := st.retry[leader]; lr != nil && now.Before(lr.until) {
 			continue
 		}
 		req := kmsg.NewPtrProduceRequest()
@@ -378,7 +385,7 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 			fw.mergeHead(st, p)
 			b := st.queue[p][0]
 			rewrite(b.b, fw.producerID, fw.producerEpoch, p.seq)
-			b.sent = true
+			b.asIs = true
 			i, ok := idx[p.remote]
 			if !ok {
 				i = len(req.Topics)
@@ -391,7 +398,6 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 			rp.Partition = p.partition
 			rp.Records = b.b
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-			st.sending[p] = true
 		}
 		st.out[leader] = ps
 		go func() {
@@ -416,13 +422,13 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 // is sent as it is.
 func (fw *forwarder) mergeHead(st *sendState, p *partition) {
 	bs := st.queue[p]
-	if bs[0].sent {
+	if bs[0].asIs {
 		return
 	}
 	k, size := 0, 0
 	for ; k < len(bs); k++ {
 		b := bs[k]
-		if b.halved || b.epoch != bs[0].epoch || len(b.b) >= coalesceBelow || (k > 0 && size+b.size > maxEncodedBatch) {
+		if b.asIs || b.epoch != bs[0].epoch || len(b.b) >= coalesceBelow || (k > 0 && size+b.size > maxEncodedBatch) {
 			break
 		}
 		size += b.size
@@ -465,9 +471,6 @@ func (st *sendState) forget(p *partition) {
 func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceResult) {
 	r := fw.r
 	delete(st.out, res.leader)
-	for _, p := range res.parts {
-		delete(st.sending, p)
-	}
 	retry := res.err
 	if retry == nil {
 		byID := map[[16]byte]string{}
@@ -490,14 +493,14 @@ func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceRes
 			}
 		}
 	}
-	b := st.backoff[res.leader]
-	if b == nil {
-		b = &loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-		st.backoff[res.leader] = b
+	lr := st.retry[res.leader]
+	if lr == nil {
+		lr = &leaderRetry{Backoff: loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}}
+		st.retry[res.leader] = lr
 	}
 	switch {
 	case retry == nil:
-		b.Reset()
+		lr.Reset()
 	case fence.Fenced(retry):
 		st.err = fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
 	case lostProducerState(retry):
@@ -506,8 +509,8 @@ func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceRes
 		st.stopping = true
 	default:
 		fw.dstStale.Store(true)
-		wait := b.Next()
-		st.wait[res.leader] = time.Now().Add(wait)
+		wait := lr.Next()
+		lr.until = time.Now().Add(wait)
 		r.m.error(r.flow, metric.Reason(retry, reasonProduce))
 		r.log.Warn("target did not take batches; re-sent with the same sequence numbers",
 			zap.Int32("broker", res.leader), zap.Duration("backoff", wait), zap.Error(retry))
@@ -608,7 +611,7 @@ func (fw *forwarder) split(b *fwdBatch) ([]*fwdBatch, error) {
 		fw.encode(b.p, b.epoch, fp.Records[:half], up),
 		fw.encode(b.p, b.epoch, fp.Records[half:], up),
 	}
-	halves[0].halved, halves[1].halved = true, true
+	halves[0].asIs, halves[1].asIs = true, true
 	return halves, nil
 }
 
