@@ -91,7 +91,7 @@ func (p *parser) classifyTopKey(k string) {
 	case k == keyOffsetFlushInterval:
 		p.probs.warn(k, "ignored, as in MM2, which copies only <alias>.* and offset.storage*/config.storage*/status.storage*/... keys into worker configs; set <target>.offset.flush.interval.ms")
 	case k == keyExactlyOnceSource:
-		p.probs.warn(k, "ignored, as in MM2, where only <alias>.exactly.once.source.support reaches a worker (mm2go does not implement exactly-once source support anyway)")
+		p.probs.warn(k, "ignored, as in MM2, where only <alias>.exactly.once.source.support reaches a worker; set <target>.exactly.once.source.support")
 	case hasWorkerPrefix(k):
 		p.probs.info(k, "not needed by mm2go, which runs no Connect worker")
 	case strings.HasPrefix(k, "consumer.") || strings.HasPrefix(k, "producer.") || strings.HasPrefix(k, "admin."):
@@ -124,9 +124,9 @@ func (p *parser) classifyClusterKey(k, alias, sub string) {
 		// Worker settings of flows into this cluster.
 	case sub == keyExactlyOnceSource:
 		switch strings.ToLower(javaTrim(v)) {
-		case "disabled":
-		case "enabled", "preparing":
-			p.probs.warn(k, "ignored: mm2go does not implement exactly-once source support (KIP-618); records are copied at least once with an idempotent producer, so consumers of %s may see duplicates after a crash", alias)
+		case "disabled", "enabled":
+		case "preparing":
+			p.probs.info(k, "mm2go needs no preparing step (it runs no Connect worker to roll): flows into %s copy without transactions until it is enabled", alias)
 		default:
 			p.probs.errorf(k, "invalid value (got %q, want disabled, preparing or enabled)", v)
 		}
@@ -196,14 +196,13 @@ func (p *parser) classifyFlowKey(k string) {
 		// Step 3 of the client configs; checked when the clients are built.
 	case sub == keyExactlyOnceSupport:
 		switch strings.ToLower(javaTrim(v)) {
-		case "requested":
-		case "required":
-			p.probs.errorf(k, "exactly-once source support is not implemented by mm2go (got %q, want requested or no such key)", v)
+		case "requested", "required":
 		default:
 			p.probs.errorf(k, "invalid value (got %q, want requested or required)", v)
 		}
-	case strings.HasPrefix(sub, "transaction.boundary"):
-		p.probs.info(k, "not needed by mm2go, which does not use transactions")
+	case sub == keyTransactionBoundary || sub == keyTransactionBoundaryInterval:
+		// Read with the flow; choice rejects "connector", which MM2's
+		// connector cannot use (it defines no boundaries).
 	case sub == "offsets.storage.topic":
 		p.probs.warn(k, "ignored: mm2go keeps source offsets only in the worker offset.storage.topic")
 	case strings.HasPrefix(sub, "topic.creation."):

@@ -286,8 +286,14 @@ func clientKeySpec(k string) (keySpec, bool) {
 		return ignored("p", LevelInfo, "not needed by mm2go: a full buffer blocks the replicator until records are acknowledged"), true
 	case "metadata.max.idle.ms":
 		return ignored("p", LevelInfo, "not needed by mm2go: franz-go keeps metadata for every topic it produces to"), true
-	case "transactional.id", "transaction.timeout.ms":
-		return ignored("p", LevelWarn, "ignored: mm2go does not use transactions (no exactly-once support)"), true
+	case "transactional.id":
+		return ignored("p", LevelWarn, "ignored: an exactly-once flow's transactional id is mm2go's own, one per task (<source>-mm2go-<source>-><target>-<task>)"), true
+	case "transaction.timeout.ms":
+		return mapped("p", func(b *clientBuilder, e entry) {
+			if d := b.millis(e, 1000, math.MaxInt32, "1000..2147483647 milliseconds"); d > 0 {
+				b.opts = append(b.opts, kgo.TransactionTimeout(d))
+			}
+		}), true
 	case "partitioner.class", "partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms",
 		"partitioner.ignore.keys":
 		return ignored("p", LevelInfo, "not needed by mm2go, which writes each record to the partition it came from"), true

@@ -94,6 +94,13 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	line(keyProvenanceHeaders, fmt.Sprintf("%v (%s)", f.ProvenanceHeaders, f.provenanceMode))
 	line(keyCopyMode, f.CopyMode)
 	line(keyFencing, f.Fencing)
+	if f.ExactlyOnce {
+		line(keyExactlyOnceSource+" (worker)", "enabled")
+		line(keyTransactionBoundary, f.TransactionBoundary)
+		if f.TransactionBoundary == BoundaryInterval {
+			line(keyTransactionBoundaryInterval, ms(f.TransactionBoundaryInterval))
+		}
+	}
 	line(keyThrottle, f.ThrottleBytesPerSecond)
 	line(keyUseDefaultsFrom, f.UseDefaultsFrom)
 	line(keyTasksMax, f.TasksMax)

@@ -221,6 +221,18 @@ const (
 	CopyBatches CopyMode = "batches"
 )
 
+// TransactionBoundary is where an exactly-once flow ends its transactions
+// ("transaction.boundary", Connect's source connector key).
+type TransactionBoundary string
+
+const (
+	// BoundaryPoll commits what one poll of the source brought (Connect's
+	// default).
+	BoundaryPoll TransactionBoundary = "poll"
+	// BoundaryInterval commits every transaction.boundary.interval.ms.
+	BoundaryInterval TransactionBoundary = "interval"
+)
+
 // Fencing is whether a flow's writer fences older writers ("mm2go.copy.fencing").
 type Fencing string
 

@@ -199,6 +199,20 @@ type Flow struct {
 	// writers of the flow (internal/fence), or FencingNone (always in the
 	// record mode).
 	Fencing Fencing
+	// ExactlyOnce is "<target>.exactly.once.source.support = enabled" (the
+	// Connect worker key MM2's dedicated mode reads per target cluster):
+	// every copy step commits the copied records, the flow's progress and
+	// its offset map in one transaction on the target, so that a
+	// read_committed consumer of the target sees each source record once,
+	// also after a crash. It copies records (CopyRecords) and fences with
+	// its transactional id, not with mm2go.copy.fencing.
+	ExactlyOnce bool
+	// TransactionBoundary is "transaction.boundary" (Connect's source
+	// connector key, given per flow): one transaction per poll of the source
+	// (BoundaryPoll, the default) or per TransactionBoundaryInterval
+	// ("transaction.boundary.interval.ms", default OffsetFlushInterval).
+	TransactionBoundary         TransactionBoundary
+	TransactionBoundaryInterval time.Duration
 	// ThrottleBytesPerSecond is mm2go's "mm2go.throttle.bytes.per.second":
 	// the most bytes of fetched source batches the flow copies per second,
 	// over all its tasks in this process; 0 (the default) means no limit.
@@ -565,6 +579,7 @@ func (p *parser) buildFlow(s, t string) *Flow {
 	if e, ok := r.get(keyFencing); ok {
 		f.fencingOrigin = e.origin
 	}
+	f.TransactionBoundary = choice(r, keyTransactionBoundary, BoundaryPoll, BoundaryInterval)
 	if f.Fencing == FencingEpoch && f.CopyMode != CopyBatches {
 		p.probs.warn(f.fencingOrigin, "no effect for flow %s: only the batches copy mode (mm2go.copy.mode = batches) fences older writers", f.Name())
 	}
@@ -622,11 +637,48 @@ func (p *parser) buildFlow(s, t string) *Flow {
 	}
 	f.OffsetStorageReplicationFactor = w.replicationFactor(keyOffsetStorageRF, 3)
 	f.OffsetFlushInterval = w.millis(keyOffsetFlushInterval, defaultOffsetFlushInterval, 1)
+	f.TransactionBoundaryInterval = r.millis(keyTransactionBoundaryInterval, f.OffsetFlushInterval, 1)
 
 	for _, role := range Roles() {
 		f.clients[role] = p.buildClient(f, conn, role)
 	}
 	src := f.clients[RoleSourceConsumer]
 	f.SourceAutoOffsetReset, f.SourceIsolationLevel = src.autoOffsetReset, src.isolationLevel
+	p.exactlyOnce(f, r, w)
 	return f
+}
+
+// exactlyOnce reads the exactly-once keys of flow f: the worker's
+// exactly.once.source.support (from the target cluster) and the connector's
+// exactly.once.support.
+func (p *parser) exactlyOnce(f *Flow, r, w flowReader) {
+	support := "requested"
+	se, setSupport := r.get(keyExactlyOnceSupport)
+	if setSupport {
+		support = strings.ToLower(javaTrim(se.value)) // checked by classify
+	}
+	e, ok := w.get(keyExactlyOnceSource)
+	if !ok || strings.ToLower(javaTrim(e.value)) != "enabled" {
+		if setSupport && support == "required" {
+			p.probs.warn(se.origin, "no effect for flow %s: %s.%s is not enabled", f.Name(), f.Target, keyExactlyOnceSource)
+		}
+		return
+	}
+	f.ExactlyOnce = true
+	if f.SourceIsolationLevel != ReadCommitted {
+		// MM2's MirrorSourceConnector supports exactly-once only when its
+		// consumer reads committed records.
+		if support == "required" {
+			p.probs.errorf(se.origin, "exactly-once support is required but the source consumer's isolation.level is read_uncommitted (want read_committed)")
+		} else {
+			p.probs.warn(e.origin, "flow %s: the source is read with isolation.level=read_uncommitted, so records of aborted source transactions are copied (once each)", f.Name())
+		}
+	}
+	if f.copyModeOrigin != "" && f.CopyMode == CopyBatches {
+		p.probs.warn(f.copyModeOrigin, "no effect for flow %s: exactly-once copies records one by one in transactions (mm2go.copy.mode = records)", f.Name())
+	}
+	if f.fencingOrigin != "" && f.Fencing == FencingEpoch {
+		p.probs.warn(f.fencingOrigin, "no effect for flow %s: under exactly-once the transactional producer fences older writers itself", f.Name())
+	}
+	f.CopyMode, f.Fencing = CopyRecords, FencingNone
 }

@@ -451,3 +451,38 @@ func cpuTime(t *testing.T) time.Duration {
 	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestExactlyOnceKeys: <target>.exactly.once.source.support = enabled makes
+// a flow into the target exactly-once (records, no epoch fencing of its
+// own), with Connect's transaction boundary keys per flow and MM2's rule
+// for exactly.once.support = required.
+func TestExactlyOnceKeys(t *testing.T) {
+	c, ws := mustLoad(t, twoClusters+"b.exactly.once.source.support = enabled\nb.offset.flush.interval.ms = 300\nmm2go.copy.mode = batches\n")
+	f := c.Flow("a", "b")
+	require.True(t, f.ExactlyOnce)
+	require.Equal(t, CopyRecords, f.CopyMode)
+	require.Equal(t, FencingNone, f.Fencing)
+	require.Equal(t, BoundaryPoll, f.TransactionBoundary)
+	require.Equal(t, 300*time.Millisecond, f.TransactionBoundaryInterval)
+	require.True(t, hasWarning(ws, "mm2go.copy.mode", "exactly-once copies records"))
+	require.False(t, c.Flow("b", "a").ExactlyOnce, "flows into a")
+
+	c, _ = mustLoad(t, twoClusters+"b.exactly.once.source.support = enabled\na->b.transaction.boundary = interval\na->b.transaction.boundary.interval.ms = 250\n")
+	f = c.Flow("a", "b")
+	require.Equal(t, BoundaryInterval, f.TransactionBoundary)
+	require.Equal(t, 250*time.Millisecond, f.TransactionBoundaryInterval)
+
+	c, ws = mustLoad(t, twoClusters+"b.exactly.once.source.support = preparing\nexactly.once.source.support = enabled\na->b.exactly.once.support = required\n")
+	require.False(t, c.Flow("a", "b").ExactlyOnce)
+	require.Equal(t, CopyBatches, c.Flow("a", "b").CopyMode)
+	require.True(t, hasWarning(ws, "exactly.once.source.support", "set <target>.exactly.once.source.support"))
+	require.True(t, hasWarning(ws, "a->b.exactly.once.support", "not enabled"))
+
+	require.Contains(t, loadErr(t, twoClusters+"b.exactly.once.source.support = enabled\na->b.transaction.boundary = connector\n"),
+		`a->b.transaction.boundary: invalid value (got "connector", want poll or interval)`)
+	require.Contains(t, loadErr(t, twoClusters+"b.exactly.once.source.support = enabled\na->b.exactly.once.support = required\na.consumer.isolation.level = read_uncommitted\n"),
+		"isolation.level is read_uncommitted")
+	_, ws = mustLoad(t, twoClusters+"b.exactly.once.source.support = enabled\na.consumer.isolation.level = read_uncommitted\n")
+	require.True(t, hasWarning(ws, "b.exactly.once.source.support", "aborted source transactions are copied"))
+	require.Contains(t, loadErr(t, twoClusters+"b.exactly.once.source.support = on\n"), "b.exactly.once.source.support: invalid value")
+}

@@ -50,6 +50,8 @@ const (
 	keyConfigPropertyFilterClass    = "config.property.filter.class"
 	keyForwardingAdminClass         = "forwarding.admin.class"
 	keyExactlyOnceSupport           = "exactly.once.support"
+	keyTransactionBoundary          = "transaction.boundary"
+	keyTransactionBoundaryInterval  = "transaction.boundary.interval.ms"
 	keyTransforms                   = "transforms"
 	keyPredicates                   = "predicates"
 

@@ -400,3 +400,16 @@ func fencingLine() string {
 	}
 	return ""
 }
+
+// testbedDir is the test bed's directory (MM2GO_TESTBED, else ../testbed),
+// absolute where it can be made so.
+func testbedDir() string {
+	if dir := os.Getenv("MM2GO_TESTBED"); dir != "" {
+		return dir
+	}
+	dir := filepath.Join("..", "testbed")
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}

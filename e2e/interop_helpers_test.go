@@ -36,12 +36,7 @@ type interop struct {
 func newInterop(t *testing.T) *interop {
 	t.Helper()
 	needKafka(t)
-	dir := os.Getenv("MM2GO_TESTBED")
-	if dir == "" {
-		abs, err := filepath.Abs(filepath.Join("..", "testbed"))
-		require.NoError(t, err)
-		dir = abs
-	}
+	dir := testbedDir()
 	env := os.Environ()
 	if root := os.Getenv("MM2GO_KAFKA_ROOT"); root != "" {
 		env = append(env, "KAFKA_ROOT="+root)

@@ -34,10 +34,7 @@ func TestIntegrationKerberos(t *testing.T) { firstPassOnly(testKerberos)(t) }
 
 func testKerberos(t *testing.T) {
 	needKafka(t)
-	testbed := os.Getenv("MM2GO_TESTBED")
-	if testbed == "" {
-		testbed = filepath.Join("..", "testbed")
-	}
+	testbed := testbedDir()
 	kdc := t.TempDir()
 	kdcPort := scFreePortPair(t)
 	out, err := exec.Command(filepath.Join(testbed, "kdc.sh"), "start", kdc, strconv.Itoa(kdcPort), "kafka/localhost", "mm2go", "-gone").Output()

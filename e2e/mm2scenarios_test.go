@@ -742,11 +742,7 @@ func ownCluster(t *testing.T, prefix, extraProps string) *testCluster {
 // kafka-cluster.sh (KAFKA_JVM_OPTS, KAFKA_READY_PROBE, ...).
 func ownClusterWith(t *testing.T, prefix string, props func(port int) string, env ...string) *testCluster {
 	t.Helper()
-	testbed := os.Getenv("MM2GO_TESTBED")
-	if testbed == "" {
-		testbed = filepath.Join("..", "testbed")
-	}
-	c := &testCluster{t: t, script: filepath.Join(testbed, "kafka-cluster.sh"), name: prefix + uid(t)}
+	c := &testCluster{t: t, script: filepath.Join(testbedDir(), "kafka-cluster.sh"), name: prefix + uid(t)}
 	port := scFreePortPair(t)
 	cmd := exec.Command(c.script, "start", c.name, strconv.Itoa(port), strconv.Itoa(port+1000))
 	cmd.Env = append(os.Environ(), env...)

@@ -77,12 +77,7 @@ func TestIntegrationSecurity(t *testing.T) {
 // ports; the test's cleanup stops them.
 func startSecureBed(t *testing.T, idp *oauthIDP) *secureBed {
 	t.Helper()
-	testbed := os.Getenv("MM2GO_TESTBED")
-	if testbed == "" {
-		var err error
-		testbed, err = filepath.Abs("../testbed")
-		require.NoError(t, err)
-	}
+	testbed := testbedDir()
 	script := filepath.Join(testbed, "secure.sh")
 	dir := t.TempDir()
 	certs, other := filepath.Join(dir, "certs"), filepath.Join(dir, "other-ca")

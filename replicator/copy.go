@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/metric"
 	"github.com/mm2go/mm2go/policy"
 )
@@ -43,58 +44,70 @@ func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
 			}
 			r.fetchError(t, p, err)
 		})
-		fetched := 0 // bytes of the copied records, counted for the throttle
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
-			p := r.lookup(fp.Topic, fp.Partition)
-			if p == nil || p.failed.Load() || p.removed.Load() {
-				// Dropped: a stalled partition is re-read from its progress.
-				for _, rec := range fp.Records {
-					rec.Recycle()
-				}
-				return
-			}
-			r.checkContinuity(p, fp.Records[0].Offset, fp.LogStartOffset)
-			// Read what is needed of the last record now: once handed to
-			// the producer a record belongs to it.
-			last := fp.Records[len(fp.Records)-1]
-			lastOffset, lastSkipped := last.Offset, r.skip(last)
-			r.polled(p, fp.Records[0].Timestamp)
-			b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
-			n := 0
-			for _, rec := range fp.Records {
-				if r.skip(rec) {
-					rec.Recycle()
-					continue
-				}
-				if r.provenance {
-					r.stamp(rec)
-				}
-				m := &b.metas[n]
-				n++
-				m.b, m.up, m.pool = b, rec.Offset, rec.Context
-				p.lastData = rec.Offset
-				rec.Topic = p.remote
-				rec.Context = m
-				p.inflight.Add(1)
-				if r.throttle != nil {
-					fetched += recordSize(rec)
-				}
-				dst.Produce(produceCtx, rec, r.promise)
-			}
-			p.next = lastOffset + 1
-			if lastSkipped {
-				p.markerAfter.Store(p.lastData)
-				p.markerEnd.Store(p.next)
-			}
-			if end := endOf(fp.HighWatermark, fp.LastStableOffset); end > p.end.Load() {
-				p.end.Store(end)
-			}
-		})
+		fetched, _ := r.handOver(produceCtx, fs, dst, nil)
 		r.throttled(ctx, fetched)
 	}
+}
+
+// handOver hands every fetched record to the producer dst, which writes it
+// with ctx, and returns the bytes of the records (for the throttle; 0 without
+// one) and their number. first, if not nil, is called for each partition
+// before its first record goes.
+func (r *Replicator) handOver(ctx context.Context, fs kgo.Fetches, dst *kgo.Client, first func(*partition)) (fetched, handed int) {
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			return
+		}
+		p := r.lookup(fp.Topic, fp.Partition)
+		if p == nil || p.failed.Load() || p.removed.Load() {
+			// Dropped: a stalled partition is re-read from its progress.
+			for _, rec := range fp.Records {
+				rec.Recycle()
+			}
+			return
+		}
+		if first != nil {
+			first(p)
+		}
+		r.checkContinuity(p, fp.Records[0].Offset, fp.LogStartOffset)
+		// Read what is needed of the last record now: once handed to
+		// the producer a record belongs to it.
+		last := fp.Records[len(fp.Records)-1]
+		lastOffset, lastSkipped := last.Offset, r.skip(last)
+		r.polled(p, fp.Records[0].Timestamp)
+		b := &batch{p: p, epoch: p.epoch.Load(), metas: make([]recMeta, len(fp.Records))}
+		n := 0
+		for _, rec := range fp.Records {
+			if r.skip(rec) {
+				rec.Recycle()
+				continue
+			}
+			if r.provenance {
+				r.stamp(rec)
+			}
+			m := &b.metas[n]
+			n++
+			m.b, m.up, m.pool = b, rec.Offset, rec.Context
+			p.lastData = rec.Offset
+			rec.Topic = p.remote
+			rec.Context = m
+			p.inflight.Add(1)
+			if r.throttle != nil {
+				fetched += recordSize(rec)
+			}
+			dst.Produce(ctx, rec, r.promise)
+		}
+		handed += n
+		p.next = lastOffset + 1
+		if lastSkipped {
+			p.markerAfter.Store(p.lastData)
+			p.markerEnd.Store(p.next)
+		}
+		if end := endOf(fp.HighWatermark, fp.LastStableOffset); end > p.end.Load() {
+			p.end.Store(end)
+		}
+	})
+	return fetched, handed
 }
 
 // skip reports whether a fetched record is not copied: a transaction
@@ -181,6 +194,9 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 		return // sent before the partition's last failure; it is re-sent
 	}
 	if err != nil {
+		if r.o.Transactional != nil && fence.Fenced(err) {
+			r.txnFenced.Store(true) // no retry: see fencedErr
+		}
 		r.fail(p, m.up, err)
 		return
 	}

@@ -45,24 +45,11 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 func (r *Replicator) flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
-	var pds []pending
-	r.eachPartition(func(p *partition) {
-		if pd := p.take(); !pd.empty() {
-			pds = append(pds, pd)
-		}
-	})
+	pds := r.takePending()
 	if len(pds) == 0 {
 		return nil
 	}
-	var recs []*kgo.Record
-	var segs int
-	for _, pd := range pds {
-		if pd.progress >= 0 {
-			recs = append(recs, r.pg.record(pd.p, pd.progress))
-		}
-		recs = r.mapRecords(pd, recs)
-		segs += len(pd.segs)
-	}
+	recs, segs := r.stateRecords(pds)
 	if len(recs) > 0 {
 		start := time.Now()
 		if err := produceSync(ctx, r.o.Target, recs...); err != nil {
@@ -71,17 +58,52 @@ func (r *Replicator) flush(ctx context.Context) error {
 			}
 			return fmt.Errorf("write progress and offset map to %s: %w", r.o.Flow.Target, err)
 		}
-		for _, pd := range pds {
-			if pd.progress >= 0 {
-				pd.p.flushed.Store(pd.progress)
-			}
-			if pd.pos != nil {
-				pd.p.posWritten = *pd.pos
-			}
-		}
-		r.m.flushed(r.flow)
-		r.mm2.Committed(time.Since(start))
+		r.stateStored(pds, time.Since(start))
 	}
+	return r.writeSyncs(ctx, pds, segs)
+}
+
+// takePending takes from every partition what it has to write.
+func (r *Replicator) takePending() []pending {
+	var pds []pending
+	r.eachPartition(func(p *partition) {
+		if pd := p.take(); !pd.empty() {
+			pds = append(pds, pd)
+		}
+	})
+	return pds
+}
+
+// stateRecords returns the progress and offset map records of pds and the
+// number of segments among them.
+func (r *Replicator) stateRecords(pds []pending) (recs []*kgo.Record, segs int) {
+	for _, pd := range pds {
+		if pd.progress >= 0 {
+			recs = append(recs, r.pg.record(pd.p, pd.progress))
+		}
+		recs = r.mapRecords(pd, recs)
+		segs += len(pd.segs)
+	}
+	return recs, segs
+}
+
+// stateStored notes that the state records of pds are stored, which took
+// took.
+func (r *Replicator) stateStored(pds []pending, took time.Duration) {
+	for _, pd := range pds {
+		if pd.progress >= 0 {
+			pd.p.flushed.Store(pd.progress)
+		}
+		if pd.pos != nil {
+			pd.p.posWritten = *pd.pos
+		}
+	}
+	r.m.flushed(r.flow)
+	r.mm2.Committed(took)
+}
+
+// writeSyncs writes MM2's offset syncs of pds, once their state is stored.
+func (r *Replicator) writeSyncs(ctx context.Context, pds []pending, segs int) error {
 	var syncs []*kgo.Record
 	for _, pd := range pds {
 		syncs = r.syncRecords(pd, syncs)

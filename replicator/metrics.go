@@ -57,6 +57,9 @@ type metrics struct {
 	blocked       *prometheus.GaugeVec
 	batches       *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
+	txns          *prometheus.CounterVec
+	txnSeconds    *prometheus.HistogramVec
+	txnRecords    *prometheus.HistogramVec
 }
 
 // latencyBuckets are the buckets of the record age and replication latency
@@ -143,6 +146,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		blocked: gauge("mm2go_replicator_partitions_blocked",
 			"Source partitions not copied until an operator acts: their source topic was recreated or truncated after mm2go copied from it (reason source_recreated).",
 			"flow", "task"),
+		txns: counter("mm2go_replicator_transactions_total",
+			"Transactions of an exactly-once flow (exactly.once.source.support=enabled) by result: committed, or aborted (after a write the target refused; the step is copied again).",
+			"flow", "result"),
+		txnSeconds: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mm2go_replicator_transaction_seconds",
+			Help:    "Time from an exactly-once flow's first record of a transaction to the end of its commit.",
+			Buckets: latencyBuckets,
+		}, []string{"flow"})),
+		txnRecords: metric.Shared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mm2go_replicator_transaction_records",
+			Help:    "Copied records per committed transaction of an exactly-once flow.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}, []string{"flow"})),
 		segments: counter("mm2go_replicator_offset_map_segments_total",
 			"Segment records written to mm2go's offset map (one per run of contiguous offsets, rewritten as it grows).",
 			"flow"),
@@ -190,6 +206,20 @@ func (m *metrics) topicCreated(flow string) {
 
 func (m *metrics) throttledFor(flow string, d time.Duration) {
 	m.throttled.WithLabelValues(flow).Add(d.Seconds())
+}
+
+// Results of mm2go_replicator_transactions_total.
+const (
+	txnCommitted = "committed"
+	txnAborted   = "aborted"
+)
+
+func (m *metrics) txnEnded(flow, result string, took time.Duration, records int) {
+	m.txns.WithLabelValues(flow, result).Inc()
+	if result == txnCommitted {
+		m.txnSeconds.WithLabelValues(flow).Observe(took.Seconds())
+		m.txnRecords.WithLabelValues(flow).Observe(float64(records))
+	}
 }
 
 func (m *metrics) flushed(flow string) {

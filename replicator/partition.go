@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -295,3 +296,45 @@ func (m *recMeta) Value(key any) any {
 }
 
 var _ context.Context = (*recMeta)(nil)
+
+// txnMark is the copy state of a partition when an exactly-once transaction
+// first handed it records; an aborted transaction puts it back (rollback).
+type txnMark struct {
+	acked             int64
+	seg               offsetmap.Segment
+	segOpen, segDirty bool
+	closed            []offsetmap.Segment
+	imported          []offsetmap.Imported
+	downNext          int64
+	syncer            syncDecider
+	syncs             []policy.OffsetSync
+	delayed           policy.OffsetSync
+	hasDelay          bool
+}
+
+// mark returns p's state for a rollback. Nothing of p is in flight.
+func (p *partition) mark() txnMark {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return txnMark{
+		acked: p.acked.Load(), seg: p.seg, segOpen: p.segOpen, segDirty: p.segDirty,
+		closed: slices.Clone(p.closed), imported: slices.Clone(p.imported), downNext: p.downNext,
+		syncer: p.syncer, syncs: slices.Clone(p.syncs), delayed: p.delayed, hasDelay: p.hasDelay,
+	}
+}
+
+// rollback puts back p's state of m after the transaction that copied
+// records of p since was aborted: copying resumes right after m's last
+// acknowledged offset, in a new epoch. Poll loop only, with nothing of p in
+// flight; the caller moves the fetch position.
+func (p *partition) rollback(m txnMark) {
+	p.mu.Lock()
+	p.acked.Store(m.acked)
+	p.seg, p.segOpen, p.segDirty = m.seg, m.segOpen, m.segDirty
+	p.closed, p.imported, p.downNext = m.closed, m.imported, m.downNext
+	p.syncer, p.syncs, p.delayed, p.hasDelay = m.syncer, m.syncs, m.delayed, m.hasDelay
+	p.mu.Unlock()
+	p.epoch.Add(1)
+	p.next, p.lastData = m.acked+1, m.acked
+	p.markerEnd.Store(-1)
+}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mm2go/mm2go/internal/offsetmap"
 )
 
 // TestObserveRunEqualsObservePerRecord: a run observed at once leaves the
@@ -40,4 +42,36 @@ func TestObserveRunEqualsObservePerRecord(t *testing.T) {
 			require.Equal(t, perRecord.downNext, perRun.downNext, where)
 		}
 	}
+}
+
+// TestRollbackRestoresMark: an aborted transaction's acknowledgements leave
+// no trace in the partition's offset map, sync or position state.
+func TestRollbackRestoresMark(t *testing.T) {
+	p := newPartition("t", "A.t", 0, start{from: 10, stored: 9, downNext: 20,
+		open: &offsetmap.Segment{Topic: "t", From: 5, Last: 9, Down: 15}}, 3, partitionMetrics{})
+	p.mu.Lock()
+	p.observe(10, 20, true)
+	p.mu.Unlock()
+	p.acked.Store(10)
+	before := p.mark()
+	epoch := p.epoch.Load()
+
+	p.mu.Lock()
+	p.observe(11, 22, true) // after a marker: a new segment
+	p.observeRun(12, 23, 5, true)
+	p.mu.Unlock()
+	p.acked.Store(16)
+	p.next, p.lastData = 17, 16
+	p.markerEnd.Store(18)
+
+	p.rollback(before)
+	require.Equal(t, before, p.mark())
+	require.EqualValues(t, 10, p.acked.Load())
+	require.Equal(t, epoch+1, p.epoch.Load())
+	require.EqualValues(t, 11, p.next)
+	require.EqualValues(t, 10, p.lastData)
+	require.EqualValues(t, -1, p.markerEnd.Load())
+	pd := p.take()
+	require.Equal(t, []offsetmap.Segment{{Topic: "t", From: 5, Last: 10, Down: 15}}, pd.segs)
+	require.Equal(t, offsetmap.Position{Topic: "t", Next: 11, DownNext: 21}, *pd.pos)
 }

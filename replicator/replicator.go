@@ -65,6 +65,11 @@ type Options struct {
 	// flow's target producer options followed by ProducerOpts.
 	Target      *kgo.Client
 	TargetAdmin *kadm.Client
+	// Transactional copies records and writes progress and the offset map
+	// of an exactly-once flow (Flow.ExactlyOnce), in transactions; build it
+	// like Target, with kgo.TransactionalID(policy.TransactionalID(...))
+	// for the task. Required for, and only used by, such a flow.
+	Transactional *kgo.Client
 	// TargetReader reads the progress and offset map topics and the tails
 	// of remote partitions; build it with itopic.ReaderOpts.
 	TargetReader *kgo.Client
@@ -209,6 +214,10 @@ type Replicator struct {
 	reportAt     time.Time
 	reportCopied int64
 
+	// txnFenced is set by the promise goroutine when a newer producer of
+	// the exactly-once flow's transactional id refused a record.
+	txnFenced atomic.Bool
+
 	// caughtUp asks the flush loop for an early flush: a partition's
 	// records are all acknowledged up to the source's end (see
 	// noteCaughtUp).
@@ -222,6 +231,8 @@ func New(o Options) (*Replicator, error) {
 		return nil, errors.New("replicator: flow is required")
 	case o.Source == nil || o.SourceAdmin == nil || o.Target == nil || o.TargetAdmin == nil || o.TargetReader == nil || o.SourceReader == nil:
 		return nil, errors.New("replicator: source, source admin, source reader, target, target admin and target reader clients are required")
+	case o.Flow.ExactlyOnce && o.Transactional == nil:
+		return nil, errors.New("replicator: a transactional target client is required for exactly-once")
 	case o.Flow.EmitOffsetSyncsEnabled && o.Flow.OffsetSyncsTopicLocation == config.LocationSource && o.SyncProducer == nil:
 		return nil, errors.New("replicator: a sync producer on the source is required for offset-syncs.topic.location=source")
 	}
@@ -314,6 +325,11 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if f.ExactlyOnce {
+		if err := r.fenceOlder(ctx); err != nil {
+			return err
+		}
+	}
 	// A topic created just now holds nothing: no read (it would wait for
 	// the new partitions' leaders).
 	r.stored, r.maps = map[string]map[int32]int64{}, map[tp]mapState{}
@@ -347,12 +363,17 @@ func (r *Replicator) Run(ctx context.Context) error {
 	defer stopProducing()
 
 	g, gctx := errgroup.WithContext(ctx)
-	if r.fw != nil {
+	switch {
+	case f.ExactlyOnce:
+		// Progress is stored in each transaction, never apart from it.
+		g.Go(func() error { return r.txnLoop(gctx, produceCtx) })
+	case r.fw != nil:
 		g.Go(func() error { return r.forward(gctx, produceCtx) })
-	} else {
+		g.Go(func() error { return r.flushLoop(gctx) })
+	default:
 		g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
+		g.Go(func() error { return r.flushLoop(gctx) })
 	}
-	g.Go(func() error { return r.flushLoop(gctx) })
 	g.Go(func() error { return r.lagLoop(gctx) })
 	g.Go(func() error { return r.refreshLoop(gctx) })
 	g.Go(func() error { return r.pruneLoop(gctx, r.o.PruneInterval) })
@@ -365,12 +386,14 @@ func (r *Replicator) Run(ctx context.Context) error {
 	}
 	runErr := g.Wait()
 
-	if err := r.o.Target.Flush(drainCtx); err != nil {
-		r.log.Warn("drain in-flight records", zap.Error(err))
-	}
-	stopProducing()
-	if err := r.flush(drainCtx); err != nil {
-		r.log.Warn("store final progress", zap.Error(err))
+	if !f.ExactlyOnce { // the copy loop committed or abandoned its last transaction
+		if err := r.o.Target.Flush(drainCtx); err != nil {
+			r.log.Warn("drain in-flight records", zap.Error(err))
+		}
+		stopProducing()
+		if err := r.flush(drainCtx); err != nil {
+			r.log.Warn("store final progress", zap.Error(err))
+		}
 	}
 	r.forgetGauges()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {

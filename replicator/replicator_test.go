@@ -152,10 +152,14 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	reader := mk(b.dst, itopic.ReaderOpts()...)
 	srcReader := mk(b.src, itopic.ReaderOpts()...)
 	syncs := mk(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var txnCl *kgo.Client
+	if f.ExactlyOnce {
+		txnCl = mk(b.dst, append(ProducerOpts(), kgo.TransactionalID(policy.TransactionalID("A", "B", b.task)))...)
+	}
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
 		Source: src, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
-		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader,
+		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
 		Task: b.task, Tasks: b.tasks, DrainTimeout: b.drain,
@@ -165,6 +169,9 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	return r, func() {
 		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 			c.Close()
+		}
+		if txnCl != nil {
+			txnCl.Close()
 		}
 	}
 }

@@ -364,6 +364,15 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	if err != nil {
 		return err
 	}
+	var txnProducer *kgo.Client
+	if f.ExactlyOnce {
+		// Its own client id: kprom labels series by it.
+		id := f.Client(config.RoleTargetProducer).ID + suffix + "-txn"
+		if txnProducer, err = newClient(config.RoleTargetProducer, append(replicator.ProducerOpts(), append(fr.producerBudget(),
+			kgo.ClientID(id), kgo.TransactionalID(policy.TransactionalID(f.Source, f.Target, task)))...)...); err != nil {
+			return err
+		}
+	}
 	var syncProducer *kgo.Client
 	if f.EmitOffsetSyncsEnabled && f.OffsetSyncsTopicLocation == config.LocationSource {
 		if syncProducer, err = newClient(config.RoleSourceProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
@@ -377,6 +386,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		Source:           src,
 		SourceAdmin:      kadm.NewClient(srcAdmin),
 		Target:           dst,
+		Transactional:    txnProducer,
 		TargetAdmin:      kadm.NewClient(dstAdmin),
 		TargetReader:     reader,
 		SourceReader:     srcReader,

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestIntegrationExactlyOnce copies 3 topics of 6 partitions, written
+// steadily by an idempotent producer, and a topic written by a
+// transactional producer that aborts every third transaction, from the
+// one-node source to the three-node target with
+// <target>.exactly.once.source.support = enabled, while mm2go is SIGKILLed
+// 20 times at random moments and one target broker is killed and, later,
+// restarted. A read_committed consumer of the target then sees every source
+// record exactly once and in order per partition, and of the transactional
+// topic only the committed records.
+func TestIntegrationExactlyOnce(t *testing.T) { firstPassOnly(testExactlyOnce)(t) }
+
+func testExactlyOnce(t *testing.T) {
+	need3(t)
+	e := newEnv(t)
+	const partitions, kills = 6, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	topics := []string{e.topic("a"), e.topic("b"), e.topic("c")}
+	txnTopic := e.topic("txn")
+	createTopics(ctx, t, e.srcAdm, partitions, append(slices.Clone(topics), txnTopic))
+
+	addr := freePort(t)
+	lines := []string{
+		"clusters = " + e.src + ", " + e.dst,
+		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
+		e.dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
+		e.dst + ".exactly.once.source.support = enabled",
+		e.src + "->" + e.dst + ".enabled = true",
+		e.src + "->" + e.dst + ".topics = t" + e.id + "-.*",
+		e.dst + "->" + e.src + ".enabled = false",
+		"offset-syncs.topic.replication.factor = 1",
+		"refresh.topics.interval.seconds = 1",
+		"heartbeats.replication.enabled = false",
+		"emit.heartbeats.enabled = false",
+	}
+	cfg := filepath.Join(e.dir, "mm2.properties")
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	// The idempotent producer: the values of a partition count 0, 1, 2...
+	var (
+		mu      sync.Mutex
+		sent    = map[string]map[int32]int{}
+		prodErr error
+	)
+	stopPlain := make(chan struct{})
+	plainDone := make(chan struct{})
+	go func() {
+		defer close(plainDone)
+		next := map[string]map[int32]int{}
+		for _, tp := range topics {
+			next[tp], sent[tp] = map[int32]int{}, map[int32]int{}
+		}
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopPlain:
+				if err := e.srcCl.Flush(ctx); err != nil {
+					mu.Lock()
+					prodErr = err
+					mu.Unlock()
+				}
+				return
+			case <-tick.C:
+			}
+			for _, tp := range topics {
+				p := int32(i % partitions)
+				v := next[tp][p]
+				next[tp][p]++
+				e.srcCl.Produce(ctx, &kgo.Record{Topic: tp, Partition: p, Value: []byte(strconv.Itoa(v))}, func(r *kgo.Record, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						prodErr = err
+						return
+					}
+					sent[r.Topic][r.Partition]++
+				})
+			}
+		}
+	}()
+
+	// The transactional producer: a transaction of one record per
+	// partition every 50 ms; every third is aborted.
+	txnCl, err := kgo.NewClient(kgo.SeedBrokers(sourceSeeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID("eos-source-"+e.id))
+	require.NoError(t, err)
+	defer txnCl.Close()
+	committed := map[int32][]string{}
+	var txnErr error
+	stopTxn := make(chan struct{})
+	txnDone := make(chan struct{})
+	go func() {
+		defer close(txnDone)
+		for n := 0; ; n++ {
+			select {
+			case <-stopTxn:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if txnErr = txnCl.BeginTransaction(); txnErr != nil {
+				return
+			}
+			var recs []*kgo.Record
+			for p := range int32(partitions) {
+				recs = append(recs, &kgo.Record{Topic: txnTopic, Partition: p, Value: fmt.Appendf(nil, "%d", n)})
+			}
+			if txnErr = txnCl.ProduceSync(ctx, recs...).FirstErr(); txnErr != nil {
+				return
+			}
+			commit := n%3 != 0
+			if txnErr = txnCl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); txnErr != nil {
+				return
+			}
+			if commit {
+				for p := range int32(partitions) {
+					committed[p] = append(committed[p], strconv.Itoa(n))
+				}
+			}
+		}
+	}()
+
+	target3 := &testCluster{t: t, script: filepath.Join(testbedDir(), "kafka-cluster.sh"), name: "secondary3"}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var lived []time.Duration
+	for i := range kills {
+		mm := e.start("-c", cfg)
+		life := 300*time.Millisecond + time.Duration(rng.Int64N(int64(2700*time.Millisecond)))
+		lived = append(lived, life)
+		time.Sleep(life)
+		require.NoError(t, mm.cmd.Process.Kill())
+		<-mm.done
+		switch i {
+		case 6:
+			target3.run("kill", "2")
+			t.Logf("target broker 2 killed after the %dth SIGKILL", i+1)
+		case 12:
+			target3.run("restart-node", "2")
+			t.Logf("target broker 2 restarted after the %dth SIGKILL", i+1)
+		}
+	}
+	t.Logf("mm2go ran %v between its %d SIGKILLs", lived, kills)
+
+	mm := e.start("-c", cfg, "--web.listen-address", addr)
+	time.Sleep(2 * time.Second) // traffic copied by the last run too
+	close(stopPlain)
+	close(stopTxn)
+	<-plainDone
+	<-txnDone
+	require.NoError(t, prodErr)
+	require.NoError(t, txnErr)
+	flow := e.src + "->" + e.dst
+	eventually(t, 2*time.Minute, "every source record copied", func() bool {
+		return scrape(t, addr, `mm2go_replicator_lag_records{flow="`+flow+`",task="0",topic="`+topics[0]+`"}`) == 0 &&
+			scrape(t, addr, `mm2go_replicator_lag_records{flow="`+flow+`",task="0",topic="`+txnTopic+`"}`) == 0 &&
+			scrape(t, addr, `mm2go_replicator_lag_records{flow="`+flow+`",task="0",topic="`+topics[2]+`"}`) == 0
+	})
+	require.Positive(t, scrape(t, addr, `mm2go_replicator_transactions_total{flow="`+flow+`",result="committed"}`))
+	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
+
+	for _, tp := range topics {
+		got := readAll(t, target3Seeds, e.remote(tp))
+		for p := range int32(partitions) {
+			vals := values(got[p])
+			want := make([]string, sent[tp][p])
+			for i := range want {
+				want[i] = strconv.Itoa(i)
+			}
+			require.Equal(t, want, vals, "%s[%d] on the target, read_committed", e.remote(tp), p)
+		}
+	}
+	got := readAll(t, target3Seeds, e.remote(txnTopic))
+	for p := range int32(partitions) {
+		require.Equal(t, committed[p], values(got[p]), "%s[%d] on the target, read_committed: the committed records only", e.remote(txnTopic), p)
+	}
+	t.Logf("%d records of each of 18 partitions and %d committed of %s per partition, each once",
+		sent[topics[0]][0], len(committed[0]), txnTopic)
+}
+
+// values are the values of recs as strings.
+func values(recs []*kgo.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
+	}
+	return out
+}
