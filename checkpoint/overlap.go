@@ -38,69 +38,100 @@ func noLoss(idx *Index, tp TopicPartition, translated, current int64) (offset in
 // replicated records that the index has not read yet, and marks the gaps
 // that hold only control records: a writer that fences older ones
 // (mm2go.copy.fencing = epoch) puts an abort marker into each remote
-// partition when it starts, and no consumer reads it as a record. Gaps with
+// partition when it starts, an exactly-once flow a commit marker after each
+// of its transactions, and no consumer reads them as records. Gaps with
 // other records stay foreign (see ForeignRun). remote names the remote
 // topic of a source topic; reader is a client built with itopic.ReaderOpts
 // that nothing else uses meanwhile. A gap that could not be read stays
 // foreign and is read again a minute later; the error names the first.
 //
-// The gaps are read in rounds, the next unread gap of every partition in
-// one read: a flow restarted n times has up to n gaps per partition, and
-// one read per gap kept a restarted checkpointer's sync waiting for
-// partitions times restarts round trips.
+// The gaps are read in rounds, in every partition the next run of gaps
+// within gapSpan offsets of each other in one read (the replicated records
+// between them are skipped): a flow restarted n times has up to n gaps per
+// partition, an exactly-once flow one per transaction, and one read per
+// gap kept a restarted checkpointer's sync waiting for partitions times
+// gaps round trips.
 func (x *Index) ClassifyGaps(ctx context.Context, reader *kgo.Client, remote func(topic string) string) error {
 	unread := x.unreadGaps(time.Now())
 	var firstErr error
-	for round := 0; ; round++ {
+	for {
 		type key struct {
 			topic     string
 			partition int32
 		}
-		type gapOf struct {
-			tp  TopicPartition
-			gap [2]int64
-		}
 		ranges := make(map[string]map[int32]itopic.Range)
-		gaps := make(map[key]gapOf)
+		runs := make(map[key]*gapRun)
 		for tp, gs := range unread {
-			if round >= len(gs) {
+			if len(gs) == 0 {
 				continue
 			}
-			g, rt := gs[round], remote(tp.Topic)
+			n := 1
+			for n < len(gs) && gs[n][1]-gs[0][0] <= gapSpan {
+				n++
+			}
+			r := &gapRun{tp: tp, gaps: gs[:n], foreign: make([]bool, n), done: make([]bool, n)}
+			unread[tp] = gs[n:]
+			rt := remote(tp.Topic)
 			if ranges[rt] == nil {
 				ranges[rt] = make(map[int32]itopic.Range)
 			}
-			ranges[rt][tp.Partition] = itopic.Range{From: g[0], To: g[1]}
-			gaps[key{rt, tp.Partition}] = gapOf{tp, g}
+			ranges[rt][tp.Partition] = itopic.Range{From: r.gaps[0][0], To: r.gaps[n-1][1]}
+			runs[key{rt, tp.Partition}] = r
 		}
-		if len(gaps) == 0 {
+		if len(runs) == 0 {
 			return firstErr
 		}
-		foreign := make(map[key]bool)
-		done := make(map[key]bool)
 		rctx, cancel := context.WithTimeout(ctx, gapReadTimeout)
 		err := itopic.ReadRanges(rctx, reader, ranges, func(r *kgo.Record) bool {
-			k := key{r.Topic, r.Partition}
-			if !r.Attrs.IsControl() {
-				foreign[k] = true
-			}
-			if foreign[k] || r.Offset+1 >= gaps[k].gap[1] {
-				done[k] = true
-			}
-			return !foreign[k]
+			return runs[key{r.Topic, r.Partition}].read(r)
 		})
 		cancel()
 		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("read gaps between replicated records (%d partitions): %w", len(gaps), err)
+			firstErr = fmt.Errorf("read gaps between replicated records (%d partitions): %w", len(runs), err)
 		}
 		now := time.Now()
-		for k, g := range gaps {
-			x.classified(g.tp, g.gap, !foreign[k], !done[k], now)
+		for _, r := range runs {
+			for i, g := range r.gaps {
+				x.classified(r.tp, g, !r.foreign[i], !r.done[i], now)
+			}
 		}
 		if ctx.Err() != nil {
 			return firstErr
 		}
 	}
+}
+
+// gapSpan is the most offsets one read of a partition's gaps spans.
+const gapSpan = 10_000
+
+// gapRun is a partition's run of gaps read at once, in offset order.
+type gapRun struct {
+	tp      TopicPartition
+	gaps    [][2]int64
+	next    int // the first gap not read to its end
+	foreign []bool
+	done    []bool
+}
+
+// read classifies the gaps r reaches and reports whether one is left.
+func (g *gapRun) read(r *kgo.Record) bool {
+	for g.next < len(g.gaps) && r.Offset >= g.gaps[g.next][1] {
+		g.done[g.next] = true // read past its end
+		g.next++
+	}
+	if g.next == len(g.gaps) {
+		return false
+	}
+	if gap := g.gaps[g.next]; r.Offset >= gap[0] {
+		if !r.Attrs.IsControl() {
+			g.foreign[g.next] = true
+		}
+		if g.foreign[g.next] || r.Offset+1 >= gap[1] {
+			g.done[g.next] = true
+			g.next++
+		}
+	}
+	return g.next < len(g.gaps)
 }
 
 // gapReadTimeout bounds the reading of one gap: the offsets may be gone

@@ -196,3 +196,45 @@ func TestClassifyGapsInRounds(t *testing.T) {
 	require.True(t, foreign)
 	require.Equal(t, int64(22), at)
 }
+
+// TestClassifyGapsOfExactlyOnceSteps: an exactly-once flow ends every copy
+// step with a commit marker, a gap per transaction and partition. 300 of
+// them (one holding another producer's record instead) are read in a few
+// fetches, not one per gap, and only the record is foreign.
+func TestClassifyGapsOfExactlyOnceSteps(t *testing.T) {
+	b := newBed(t)
+	createTopic(t, b.dst, "A.t", 1)
+	ctx := context.Background()
+	txn := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("A-mm2go-A->B-0"))
+	plain := b.client(b.dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []offsetmap.Record
+	for i := range int64(300) {
+		require.NoError(t, txn.BeginTransaction())
+		rs := make([]*kgo.Record, 5)
+		for j := range rs {
+			rs[j] = &kgo.Record{Topic: "A.t", Value: []byte("copy")}
+		}
+		require.NoError(t, txn.ProduceSync(ctx, rs...).FirstErr())
+		require.NoError(t, txn.EndTransaction(ctx, kgo.TryCommit))
+		recs = append(recs, mseg("t", 0, 5*i, 5*i+4, rs[0].Offset))
+		if i == 200 {
+			require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Topic: "A.t", Value: []byte("foreign")}).FirstErr())
+		}
+	}
+	b.writeMap(recs...)
+
+	reader := b.client(b.dst, itopic.ReaderOpts()...)
+	idx, err := LoadIndex(ctx, reader, offsetmap.Topic("A"), 0)
+	require.NoError(t, err)
+	fetches := b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "A.t", Observe: true, Count: -1})
+	require.NoError(t, idx.ClassifyGaps(ctx, reader, func(t string) string { return "A." + t }))
+	require.Less(t, fetches.Hits(), 20, "299 gaps in one span")
+	tp := TopicPartition{"t", 0}
+	at, foreign := idx.ForeignRun(tp, 0, 1800)
+	require.True(t, foreign)
+	require.Equal(t, int64(200*6+5), at, "the gap after step 200: its marker and the record")
+	_, foreign = idx.ForeignRun(tp, at+2, 1800) // from the next step's first copy
+	require.False(t, foreign, "markers only after it")
+	_, foreign = idx.ForeignRun(tp, 0, at)
+	require.False(t, foreign, "markers only before it")
+}

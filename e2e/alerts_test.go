@@ -357,7 +357,7 @@ func testAlerts(t *testing.T) {
 	bFile := filepath.Join(t.TempDir(), "b.properties")
 	require.NoError(t, os.WriteFile(bFile, []byte(strings.Join([]string{
 		"clusters = " + e.src + ", " + q,
-		copyModeLine(),
+		copyModeLine(e.src, q),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		q + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
 		sq + ".enabled = true",

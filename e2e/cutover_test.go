@@ -70,7 +70,7 @@ func testCutover(t *testing.T) {
 	cfg := filepath.Join(e.dir, "mm2.properties")
 	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join([]string{
 		"clusters = " + src + ", " + dst,
-		copyModeLine(),
+		copyModeLine(src, dst),
 		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
 		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
 		flow + ".enabled = true",
@@ -250,7 +250,7 @@ func testFailback(t *testing.T) {
 	back := e.dst + "->" + e.src
 	cfg := filepath.Join(e.dir, "back.properties")
 	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join([]string{
-		"clusters = " + e.src + ", " + e.dst, copyModeLine(),
+		"clusters = " + e.src + ", " + e.dst, copyModeLine(e.src, e.dst),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		e.src + "->" + e.dst + ".enabled = false",

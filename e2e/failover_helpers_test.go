@@ -58,7 +58,7 @@ func flowConfig(e *env, name, from, to string, extra ...string) string {
 	e.t.Helper()
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
-		copyModeLine(),
+		copyModeLine(e.src, e.dst),
 		fencingLine(),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),

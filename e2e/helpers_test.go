@@ -140,7 +140,7 @@ func (e *env) config(extra ...string) string {
 	e.t.Helper()
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
-		copyModeLine(),
+		copyModeLine(e.src, e.dst),
 		e.src + ".bootstrap.servers = " + strings.Join(sourceSeeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(targetSeeds, ","),
 		e.src + "->" + e.dst + ".enabled = true",
@@ -358,16 +358,29 @@ func records(t *testing.T, adm *kadm.Client, topic string) int64 {
 	return n
 }
 
-// copyModeLine is the properties line that runs the suite in the copy mode
+// copyModeLine is the properties lines that run the suite in the copy mode
 // named by MM2GO_TEST_COPY_MODE (testbed/test.sh runs the replicator's and
-// the end-to-end tests once more with "records"), or an empty line (the
-// default, the batches mode).
-func copyModeLine() string {
-	if mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode != "" {
+// the end-to-end tests once more with "records", and the failover tests
+// with "exactly-once": the record mode with
+// <cluster>.exactly.once.source.support = enabled for each of clusters), or
+// an empty line (the default, the batches mode).
+func copyModeLine(clusters ...string) string {
+	switch mode := os.Getenv("MM2GO_TEST_COPY_MODE"); mode {
+	case "":
+		return ""
+	case "exactly-once":
+		lines := []string{"mm2go.copy.mode = records"}
+		for _, c := range clusters {
+			lines = append(lines, c+".exactly.once.source.support = enabled")
+		}
+		return strings.Join(lines, "\n")
+	default:
 		return "mm2go.copy.mode = " + mode
 	}
-	return ""
 }
+
+// exactlyOnce reports whether the suite's flows copy exactly once.
+func exactlyOnce() bool { return os.Getenv("MM2GO_TEST_COPY_MODE") == "exactly-once" }
 
 // firstPassOnly runs test only in the suite's first pass (the default copy
 // mode): testbed/test.sh runs the end-to-end tests again in the record copy
@@ -382,11 +395,13 @@ func firstPassOnly(test func(*testing.T)) func(*testing.T) {
 	}
 }
 
-// fenced reports whether the suite's flows fence (the batches mode's
-// default), which puts an abort marker into every remote partition at each
-// start: a fresh topic's copies then start at offset 1, not 0.
+// fenced reports whether the suite's flows fence with an abort marker (the
+// batches mode's default), which puts one into every remote partition at
+// each start: a fresh topic's copies then start at offset 1, not 0.
+// (Exactly-once flows fence too, without a marker at start.)
 func fenced() bool {
-	return os.Getenv("MM2GO_TEST_COPY_MODE") != "records" && os.Getenv("MM2GO_TEST_FENCING") != "none"
+	mode := os.Getenv("MM2GO_TEST_COPY_MODE")
+	return (mode == "" || mode == "batches") && os.Getenv("MM2GO_TEST_FENCING") != "none"
 }
 
 // fencingLine is the properties line that sets the writer fencing named by

@@ -30,8 +30,9 @@ import (
 // partition, none missing, none twice.
 //
 // The pause events run only in the batches mode, whose default
-// mm2go.copy.fencing = epoch fences: the record copy mode's franz-go
-// producer has no epoch the next holder could fence.
+// mm2go.copy.fencing = epoch fences, and in exactly-once flows, whose
+// transactional producer is fenced by the next holder's: the record copy
+// mode's franz-go producer has no epoch the next holder could fence.
 func TestIntegrationInstances(t *testing.T) {
 	e := newEnv(t)
 	const partitions, tasks = 12, 3
@@ -41,8 +42,9 @@ func TestIntegrationInstances(t *testing.T) {
 		topics = append(topics, tp)
 		e.createTopic(tp, partitions, nil)
 	}
-	// The batches mode (the default) fences; the record mode cannot.
-	fencing := fenced()
+	// The batches mode (the default) and exactly-once flows fence; the
+	// record mode cannot.
+	fencing := fenced() || exactlyOnce()
 	cfg := e.config("tasks.max = "+strconv.Itoa(tasks), fencingLine())
 	// The producer partitions by hand: a partition its metadata does not
 	// show yet fails its records.

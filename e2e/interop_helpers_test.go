@@ -190,7 +190,7 @@ func (e *env) interopConfig(name string, extra ...string) string {
 	flow := e.src + "->" + e.dst
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
-		copyModeLine(),
+		copyModeLine(e.src, e.dst),
 		// MM2 reads the same file; the tests compare its offsets and
 		// mm2go's 1:1 (a fresh topic copied from offset 0), which the
 		// abort marker of fencing (the batches mode's default) would

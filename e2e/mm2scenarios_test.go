@@ -99,7 +99,7 @@ func (s scenario) scConfig(bothWays bool, extra ...string) string {
 	src, dst, id := s.src, s.dst, s.id
 	lines := []string{
 		"clusters = " + src + ", " + dst,
-		copyModeLine(),
+		copyModeLine(src, dst),
 		// MM2's scenarios expect the offsets of its own copies: a fresh
 		// topic copied from offset 0 lands 1:1, which the abort marker of
 		// fencing (the batches mode's default) would shift by one.
@@ -628,7 +628,7 @@ func testMM2ACLSync(t *testing.T) {
 	dir := t.TempDir()
 	lines := []string{
 		"clusters = " + x + ", " + y,
-		copyModeLine(),
+		copyModeLine(x, y),
 		x + ".bootstrap.servers = " + seeds,
 		y + ".bootstrap.servers = " + seeds,
 		x + "->" + y + ".enabled = true",

@@ -226,7 +226,7 @@ func (f *secureFlow) write(t *testing.T, b *secureBed, dir string) string {
 	t.Helper()
 	lines := []string{
 		"clusters = " + f.src + ", " + f.dst,
-		copyModeLine(),
+		copyModeLine(f.src, f.dst),
 		f.src + ".bootstrap.servers = " + b.src.bootstrap,
 		f.dst + ".bootstrap.servers = " + b.dst.bootstrap,
 		"security.protocol = SASL_SSL",

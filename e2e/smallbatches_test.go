@@ -42,7 +42,7 @@ func TestIntegrationSmallBatches(t *testing.T) {
 
 	lines := []string{
 		"clusters = " + e.src + ", " + e.dst,
-		copyModeLine(),
+		copyModeLine(e.src, e.dst),
 		fencingLine(),
 		e.src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
 		e.dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),

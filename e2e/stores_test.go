@@ -93,7 +93,7 @@ func (b *secureBed) testJavaStores(t *testing.T) {
 	write := func(name string, p12 javaStore) string {
 		lines := []string{
 			"clusters = " + src + ", " + dst,
-			copyModeLine(),
+			copyModeLine(src, dst),
 			src + ".bootstrap.servers = " + b.src.mtls,
 			dst + ".bootstrap.servers = " + b.dst.mtls,
 			"security.protocol = SSL",

@@ -224,7 +224,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 	flow := src + "->" + dst
 	lines := []string{
 		"clusters = " + src + ", " + dst,
-		copyModeLine(),
+		copyModeLine(src, dst),
 		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
 		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
 		flow + ".enabled = true",
