@@ -5,7 +5,8 @@
 # then two single-node KRaft brokers and two three-node clusters), runs every Go test with the
 # race detector against them (unit, kfake and real-Kafka end-to-end tests alike, the switchover
 # trials with confluent-kafka clients included), then the replicator's and end-to-end tests once
-# more in the record copy mode, and stops the clusters again.
+# more in the record copy mode and the failover and instances tests with exactly-once flows, and
+# stops the clusters again.
 #
 #   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
 #   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
@@ -37,3 +38,11 @@ echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=re
 # the command well under 20 minutes; MM2GO_SWITCHOVER_SUITES overrides that.
 MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=records \
   go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./replicator ./e2e
+# And the failover and instances tests with exactly-once flows
+# (<target>.exactly.once.source.support=enabled: records, progress and offset map committed in one
+# transaction per step; writers fenced by the transactional id). TestIntegrationExactlyOnce (first
+# pass) is the SIGKILL and broker-failure test of that mode.
+echo "test.sh: the failover and instances tests again with exactly-once flows" >&2
+# shellcheck disable=SC2086
+MM2GO_TEST_COPY_MODE=exactly-once \
+  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances' ./e2e
