@@ -351,3 +351,21 @@ func TestParseLoads(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+func TestEOSSection(t *testing.T) {
+	run := func(name string, wall, cpu time.Duration) runResult {
+		return runResult{Phase: "eos", Contender: name, Round: 1, OK: true, Wall: wall, CPU: cpu, Records: 1000, Bytes: 2000e6,
+			LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{1, 1, 1}}
+	}
+	rows := summarize([]runResult{
+		run(nameMM2goEOS, 10*time.Second, 5*time.Second),     // 200 MB/s, 400 MB per CPU-s
+		run(nameMM2EOS, 80*time.Second, 40*time.Second),      // 25 MB/s, 50
+		run(nameMM2TunedEOS, 40*time.Second, 50*time.Second), // 50 MB/s, 40
+		{Phase: "backlog", Contender: nameMM2goRecords, Round: 1, OK: true, Wall: 8 * time.Second, CPU: 4 * time.Second, Records: 1000, Bytes: 2000e6},
+	}, latLoad{})
+	md := eosSection(rows)
+	require.Contains(t, md, "| mm2go-eos | 10.0 | 200.0 | 5.0 | 400.0 |")
+	require.Contains(t, md, "4.00× the MB/s (mm2-tuned-eos), 8.0× the MB per CPU-s (mm2-eos)")
+	require.Contains(t, md, "0.80× the MB/s, 0.80× the MB per CPU-s")
+	require.Empty(t, eosSection(rows[1:]), "no section without mm2go-eos")
+}

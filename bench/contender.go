@@ -47,6 +47,8 @@ type contender struct {
 	wan  bool
 	rtt  time.Duration
 	base string
+	// eos copies exactly once (the exactly-once phase, eos.go).
+	eos bool
 }
 
 // Names of the contenders.

@@ -129,7 +129,7 @@ func parseFlags(args []string) (*options, error) {
 	latLoads := fs.String("latency-loads", "10000x1024,50000x100", "latency phase: RATExBYTES loads, records per second and value size each (the first is the main table's and the WAN phase's)")
 	fs.DurationVar(&o.latWarmup, "latency-warmup", 5*time.Second, "latency phase: time after the first record arrived before measuring")
 	fs.DurationVar(&o.latDuration, "latency-duration", 30*time.Second, "latency phase: measured time")
-	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes), wan (the source across a link with added round-trip time: backlog and latency; needs root)")
+	phases := fs.String("phases", "backlog,latency", "phases to run: backlog, latency, scale (mm2go with 1 to -scale-instances instances, each on a CPU budget), throttle (mm2go with a byte-rate limit, in both copy modes), eos (the backlog copied exactly once by mm2go, MM2 and the tuned MM2), wan (the source across a link with added round-trip time: backlog and latency; needs root)")
 	only := fs.String("contenders", "mm2go,mm2go-lean,mm2go-records,mm2go-records-lean,mm2go-budget,mm2,mm2-tuned,copyloop,perf-produce,perf-consume,perf-copy,direct",
 		"contenders to run (perf-* are the Kafka perf tools; direct is the latency floor without replicator)")
 	fs.IntVar(&o.srcPort, "source-port", 19192, "broker port of the source cluster (controller: +1000)")
@@ -400,6 +400,18 @@ func benchmark(ctx context.Context, o *options) (err error) {
 			b.record(b.replicate(ctx, c, 1, false))
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+		}
+	}
+	if b.phase("eos") {
+		eos := eosContenders(o)
+		b.reps = append(b.reps, eos...)
+		for round := 1; round <= o.rounds; round++ {
+			for _, c := range eos {
+				b.record(b.replicate(ctx, c, round, false))
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 			}
 		}
 	}

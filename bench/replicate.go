@@ -224,6 +224,8 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		phase = "throttle"
 	case c.wan:
 		phase = "wan"
+	case c.eos:
+		phase = "eos"
 	}
 	res = runResult{Phase: phase, Contender: c.name, Round: round, Records: b.src.records, Bytes: b.src.bytes}
 	l.dir = filepath.Join(b.out, "runs", fmt.Sprintf("%s-%s-r%d-%s", phase, c.name, round, id))
@@ -312,7 +314,11 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 			return res
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		pr, err = b.targetProgress(lctx, l.remote, b.src.ends)
+		if c.eos {
+			pr, err = b.committedProgress(lctx, l.remote)
+		} else {
+			pr, err = b.targetProgress(lctx, l.remote, b.src.ends)
+		}
 		cancel()
 		at := time.Now()
 		if err == nil && pr.copied > 0 && res.First == 0 {
@@ -359,7 +365,11 @@ func (b *bench) replicate(ctx context.Context, c *contender, round int, profile 
 		b.perfReport(ctx, l.dir, c.name)
 	}
 	stop()
-	if err := b.verify(ctx, l.remote); err != nil {
+	verify := b.verify
+	if c.eos {
+		verify = b.verifyCommitted
+	}
+	if err := verify(ctx, l.remote); err != nil {
 		res.Err = err.Error()
 		return res
 	}

@@ -305,12 +305,15 @@ func (b *bench) markdown(rows []*summaryRow) string {
 	if b.phase("throttle") {
 		s.WriteString(b.throttleSection())
 	}
+	if b.phase("eos") {
+		s.WriteString(eosSection(rows))
+	}
 	if b.phase("wan") {
 		s.WriteString(b.wanSection())
 	}
 	s.WriteString("\nContenders:\n\n")
 	for _, c := range b.reps {
-		if b.wants(c.name) {
+		if b.wants(c.name) || c.eos {
 			fmt.Fprintf(&s, "* `%s`: %s\n", c.name, c.about)
 		}
 	}

@@ -150,6 +150,23 @@ func ProducerOpts() []kgo.Opt {
 	}
 }
 
+// TransactionalOpts are the options of an exactly-once flow's transactional
+// target client (Options.Transactional) on top of the flow's target
+// producer settings: ProducerOpts, the transactional id id, and retries
+// that start after 20 ms, doubling up to a second. A step's first produce
+// to a partition meets the markers of the step before still being written
+// whenever the coordinator is slower than the copy loop (Kafka answers
+// CONCURRENT_TRANSACTIONS, retriable), and franz-go's default first backoff
+// is 250 ms; Kafka's Java producer retries that answer after 20 ms.
+func TransactionalOpts(id string) []kgo.Opt {
+	return append(ProducerOpts(), kgo.TransactionalID(id), kgo.RetryBackoffFn(txnRetryBackoff))
+}
+
+// txnRetryBackoff is 20 ms, doubling per failed try up to a second.
+func txnRetryBackoff(fails int) time.Duration {
+	return min(20*time.Millisecond<<min(max(fails-1, 0), 6), time.Second)
+}
+
 // Replicator copies one flow. Create it with New and call Run once.
 type Replicator struct {
 	o      Options

@@ -154,7 +154,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	syncs := mk(b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var txnCl *kgo.Client
 	if f.ExactlyOnce {
-		txnCl = mk(b.dst, append(ProducerOpts(), kgo.TransactionalID(policy.TransactionalID("A", "B", b.task)))...)
+		txnCl = mk(b.dst, TransactionalOpts(policy.TransactionalID("A", "B", b.task))...)
 	}
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),

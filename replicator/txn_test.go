@@ -173,3 +173,10 @@ func TestExactlyOnceFailedCommitLeavesNothing(t *testing.T) {
 	require.NoError(t, stop())
 	require.Equal(t, want, b.readCommitted("A.orders"))
 }
+
+func TestTxnRetryBackoff(t *testing.T) {
+	for fails, want := range map[int]time.Duration{0: 20 * time.Millisecond, 1: 20 * time.Millisecond, 2: 40 * time.Millisecond,
+		4: 160 * time.Millisecond, 6: 640 * time.Millisecond, 7: time.Second, 100: time.Second} {
+		require.Equal(t, want, txnRetryBackoff(fails), "after %d failures", fails)
+	}
+}

@@ -368,8 +368,8 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	if f.ExactlyOnce {
 		// Its own client id: kprom labels series by it.
 		id := f.Client(config.RoleTargetProducer).ID + suffix + "-txn"
-		if txnProducer, err = newClient(config.RoleTargetProducer, append(replicator.ProducerOpts(), append(fr.producerBudget(),
-			kgo.ClientID(id), kgo.TransactionalID(policy.TransactionalID(f.Source, f.Target, task)))...)...); err != nil {
+		opts := append(replicator.TransactionalOpts(policy.TransactionalID(f.Source, f.Target, task)), fr.producerBudget()...)
+		if txnProducer, err = newClient(config.RoleTargetProducer, append(opts, kgo.ClientID(id))...); err != nil {
 			return err
 		}
 	}
