@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // TestIntegrationExactlyOnce copies 3 topics of 6 partitions, written
@@ -28,13 +30,26 @@ import (
 // record exactly once and in order per partition, and of the transactional
 // topic only the committed records; mm2go verify finds every copy where the
 // offset map says.
-func TestIntegrationExactlyOnce(t *testing.T) { firstPassOnly(testExactlyOnce)(t) }
+func TestIntegrationExactlyOnce(t *testing.T) {
+	firstPassOnly(func(t *testing.T) { testExactlyOnce(t, false) })(t)
+}
 
-func testExactlyOnce(t *testing.T) {
+// TestIntegrationExactlyOnceMM2 runs the same scenario with Apache MM2's
+// exactly-once mode (KIP-618) as the replicator, SIGKILLed as often. Each
+// of MM2's starts takes seconds, so the test takes minutes: it runs only
+// with MM2GO_TEST_MM2_EOS=1, not in the test command.
+func TestIntegrationExactlyOnceMM2(t *testing.T) {
+	if os.Getenv("MM2GO_TEST_MM2_EOS") != "1" {
+		t.Skip("minutes long; MM2GO_TEST_MM2_EOS=1 runs it")
+	}
+	testExactlyOnce(t, true)
+}
+
+func testExactlyOnce(t *testing.T, mm2 bool) {
 	need3(t)
 	e := newEnv(t)
 	const partitions, kills = 6, 20
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	topics := []string{e.topic("a"), e.topic("b"), e.topic("c")}
 	txnTopic := e.topic("txn")
@@ -53,6 +68,16 @@ func testExactlyOnce(t *testing.T) {
 		"refresh.topics.interval.seconds = 1",
 		"heartbeats.replication.enabled = false",
 		"emit.heartbeats.enabled = false",
+	}
+	if mm2 {
+		lines = append(lines, e.mm2Only()...)
+		lines = append(lines,
+			// MM2's connector supports exactly-once only when its source
+			// consumer reads committed records (mm2go's default).
+			e.src+".consumer.isolation.level = read_committed",
+			"dedicated.mode.enable.internal.rest = false",
+			e.dst+".offset.flush.interval.ms = 1000",
+		)
 	}
 	cfg := filepath.Join(e.dir, "mm2.properties")
 	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
@@ -142,15 +167,36 @@ func testExactlyOnce(t *testing.T) {
 	}()
 
 	target3 := &testCluster{t: t, script: filepath.Join(testbedDir(), "kafka-cluster.sh"), name: "secondary3"}
+	// start runs the replicator and returns what SIGKILLs it.
+	start := func() (kill func()) {
+		mm := e.start("-c", cfg)
+		return func() {
+			require.NoError(t, mm.cmd.Process.Kill())
+			<-mm.done
+		}
+	}
+	if mm2 {
+		in := newInterop(t)
+		start = func() (kill func()) {
+			in.startMM2(t, "eos"+e.id, cfg)
+			return func() {
+				out, err := in.script(time.Minute, "mm2.sh", "kill", "eos"+e.id)
+				require.NoError(t, err, "mm2.sh kill:\n%s", out)
+			}
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var lived []time.Duration
 	for i := range kills {
-		mm := e.start("-c", cfg)
+		kill := start()
 		life := 300*time.Millisecond + time.Duration(rng.Int64N(int64(2700*time.Millisecond)))
+		if mm2 {
+			// MM2's tasks start seconds after its herders do.
+			life += 5 * time.Second
+		}
 		lived = append(lived, life)
 		time.Sleep(life)
-		require.NoError(t, mm.cmd.Process.Kill())
-		<-mm.done
+		kill()
 		switch i {
 		case 6:
 			target3.run("kill", "2")
@@ -162,6 +208,38 @@ func testExactlyOnce(t *testing.T) {
 	}
 	t.Logf("mm2go ran %v between its %d SIGKILLs", lived, kills)
 
+	if mm2 {
+		kill := start()
+		time.Sleep(2 * time.Second)
+		close(stopPlain)
+		close(stopTxn)
+		<-plainDone
+		<-txnDone
+		require.NoError(t, prodErr)
+		require.NoError(t, txnErr)
+		dstAdm := admin3(t, target3Seeds)
+		eventually(t, 5*time.Minute, "every source record copied by MM2", func() bool {
+			for _, tp := range append(slices.Clone(topics), txnTopic) {
+				src, err := ktest.RecordsPer(ctx, e.srcAdm, tp)
+				if err != nil {
+					return false
+				}
+				dst, err := ktest.RecordsPer(ctx, dstAdm, e.remote(tp))
+				if err != nil {
+					return false
+				}
+				for p, n := range src {
+					if dst[p] < n {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		kill()
+		checkExactlyOnce(t, e, topics, sent, txnTopic, committed)
+		return
+	}
 	mm := e.start("-c", cfg, "--web.listen-address", addr)
 	time.Sleep(2 * time.Second) // traffic copied by the last run too
 	close(stopPlain)
@@ -178,6 +256,7 @@ func testExactlyOnce(t *testing.T) {
 	})
 	require.Positive(t, scrape(t, addr, `mm2go_replicator_transactions_total{flow="`+flow+`",result="committed"}`))
 	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
+	checkExactlyOnce(t, e, topics, sent, txnTopic, committed)
 	// The offset map, which failover translates with, against the target:
 	// every source record once, where the map says.
 	if code, rep := runVerify(t, cfg); code != 0 {
@@ -188,21 +267,27 @@ func testExactlyOnce(t *testing.T) {
 		}
 		t.Fatalf("mm2go verify exited %d", code)
 	}
+}
 
+// checkExactlyOnce checks that a read_committed consumer of the target
+// sees every record sent to topics once, in order per partition (the
+// values of a partition count 0, 1, 2...), and of txnTopic the committed
+// records only.
+func checkExactlyOnce(t *testing.T, e *env, topics []string, sent map[string]map[int32]int, txnTopic string, committed map[int32][]string) {
+	t.Helper()
 	for _, tp := range topics {
 		got := readAll(t, target3Seeds, e.remote(tp))
-		for p := range int32(partitions) {
-			vals := values(got[p])
-			want := make([]string, sent[tp][p])
+		for p, n := range sent[tp] {
+			want := make([]string, n)
 			for i := range want {
 				want[i] = strconv.Itoa(i)
 			}
-			require.Equal(t, want, vals, "%s[%d] on the target, read_committed", e.remote(tp), p)
+			require.Equal(t, want, values(got[p]), "%s[%d] on the target, read_committed", e.remote(tp), p)
 		}
 	}
 	got := readAll(t, target3Seeds, e.remote(txnTopic))
-	for p := range int32(partitions) {
-		require.Equal(t, committed[p], values(got[p]), "%s[%d] on the target, read_committed: the committed records only", e.remote(txnTopic), p)
+	for p, want := range committed {
+		require.Equal(t, want, values(got[p]), "%s[%d] on the target, read_committed: the committed records only", e.remote(txnTopic), p)
 	}
 	t.Logf("%d records of each of 18 partitions and %d committed of %s per partition, each once",
 		sent[topics[0]][0], len(committed[0]), txnTopic)
