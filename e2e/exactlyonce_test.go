@@ -30,8 +30,14 @@ import (
 // record exactly once and in order per partition, and of the transactional
 // topic only the committed records; mm2go verify finds every copy where the
 // offset map says.
+//
+// It runs in parallel with the other parallel tests (after the serial
+// ones), none of which uses the three-node target whose broker it kills.
 func TestIntegrationExactlyOnce(t *testing.T) {
-	firstPassOnly(func(t *testing.T) { testExactlyOnce(t, false) })(t)
+	firstPassOnly(func(t *testing.T) {
+		t.Parallel()
+		testExactlyOnce(t, false)
+	})(t)
 }
 
 // TestIntegrationExactlyOnceMM2 runs the same scenario with Apache MM2's
@@ -206,7 +212,7 @@ func testExactlyOnce(t *testing.T, mm2 bool) {
 			t.Logf("target broker 2 restarted after the %dth SIGKILL", i+1)
 		}
 	}
-	t.Logf("mm2go ran %v between its %d SIGKILLs", lived, kills)
+	t.Logf("the replicator ran %v between its %d SIGKILLs", lived, kills)
 
 	if mm2 {
 		kill := start()
