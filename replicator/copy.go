@@ -25,28 +25,38 @@ func (r *Replicator) forward(ctx, produceCtx context.Context) error {
 
 // pollLoop fetches from the source and hands every record to the producer.
 func (r *Replicator) pollLoop(ctx, produceCtx context.Context) error {
-	src, dst := r.o.Source, r.o.Target
-	poll := r.o.Flow.ConsumerPollTimeout
-	if poll <= 0 {
-		poll = time.Second
-	}
 	for {
 		r.retryStalled()
-		pctx, cancel := context.WithTimeout(ctx, poll)
-		fs := src.PollFetches(pctx)
-		cancel()
+		fs := r.poll(ctx, r.pollTimeout())
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return
-			}
-			r.fetchError(t, p, err)
-		})
-		fetched, _ := r.handOver(produceCtx, fs, dst, nil)
+		fetched, _ := r.handOver(produceCtx, fs, r.o.Target, nil)
 		r.throttled(ctx, fetched)
 	}
+}
+
+// pollTimeout is the flow's consumer.poll.timeout.ms, 1 s when unset.
+func (r *Replicator) pollTimeout() time.Duration {
+	if t := r.o.Flow.ConsumerPollTimeout; t > 0 {
+		return t
+	}
+	return time.Second
+}
+
+// poll returns what the source client fetched within wait (or until ctx
+// ends), having reported its fetch errors.
+func (r *Replicator) poll(ctx context.Context, wait time.Duration) kgo.Fetches {
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	fs := r.o.Source.PollFetches(pctx)
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		r.fetchError(t, p, err)
+	})
+	return fs
 }
 
 // handOver hands every fetched record to the producer dst, which writes it
@@ -194,7 +204,7 @@ func (r *Replicator) onProduced(rec *kgo.Record, err error) {
 		return // sent before the partition's last failure; it is re-sent
 	}
 	if err != nil {
-		if r.o.Transactional != nil && fence.Fenced(err) {
+		if r.txnID != "" && fence.Fenced(err) {
 			r.txnFenced.Store(true) // no retry: see fencedErr
 		}
 		r.fail(p, m.up, err)

@@ -67,8 +67,9 @@ type Options struct {
 	TargetAdmin *kadm.Client
 	// Transactional copies records and writes progress and the offset map
 	// of an exactly-once flow (Flow.ExactlyOnce), in transactions; build it
-	// like Target, with kgo.TransactionalID(policy.TransactionalID(...))
-	// for the task. Required for, and only used by, such a flow.
+	// from the flow's target producer options followed by
+	// TransactionalOpts(policy.TransactionalID(...)) of the task. Required
+	// for, and only used by, such a flow.
 	Transactional *kgo.Client
 	// TargetReader reads the progress and offset map topics and the tails
 	// of remote partitions; build it with itopic.ReaderOpts.
@@ -231,8 +232,10 @@ type Replicator struct {
 	reportAt     time.Time
 	reportCopied int64
 
-	// txnFenced is set by the promise goroutine when a newer producer of
-	// the exactly-once flow's transactional id refused a record.
+	// txnID is the transactional id of Options.Transactional ("" without
+	// one); txnFenced is set by the promise goroutine when a newer
+	// producer of that id refused a record.
+	txnID     string
 	txnFenced atomic.Bool
 
 	// caughtUp asks the flush loop for an early flush: a partition's
@@ -323,6 +326,9 @@ func New(o Options) (*Replicator, error) {
 		r.src = r.fw
 	}
 	r.promise = r.onProduced
+	if o.Transactional != nil {
+		r.txnID, _ = o.Transactional.OptValue(kgo.TransactionalID).(string)
+	}
 	r.age, r.latency = r.m.observers(r.flow)
 	r.mm2 = o.MM2.Task(f.Source, f.Target, o.Task, 0)
 	return r, nil

@@ -55,26 +55,20 @@ type txn struct {
 // the remote partitions and the progress are not held up by it, and that
 // writer cannot commit any more.
 func (r *Replicator) fenceOlder(ctx context.Context) error {
-	tx := r.o.Transactional
-	id, _ := tx.OptValue(kgo.TransactionalID).(string)
-	timeout, _ := tx.OptValue(kgo.TransactionTimeout).(time.Duration)
-	if _, err := fence.Acquire(ctx, r.o.Target, id, timeout, nil); err != nil {
+	timeout, _ := r.o.Transactional.OptValue(kgo.TransactionTimeout).(time.Duration)
+	if _, err := fence.Acquire(ctx, r.o.Target, r.txnID, timeout, nil); err != nil {
 		return fmt.Errorf("fence older writers of %s: %w", r.flow, err)
 	}
 	r.log.Info("copying exactly once: records, progress and offset map are committed in one transaction per step",
-		zap.String("transactional_id", id), zap.String("transaction_boundary", string(r.o.Flow.TransactionBoundary)))
+		zap.String("transactional_id", r.txnID), zap.String("transaction_boundary", string(r.o.Flow.TransactionBoundary)))
 	return nil
 }
 
 // txnLoop fetches from the source and copies in transactions. What it
 // fetched before ctx ended is committed with produceCtx.
 func (r *Replicator) txnLoop(ctx, produceCtx context.Context) error {
-	f := r.o.Flow
-	src, tx := r.o.Source, r.o.Transactional
-	poll := f.ConsumerPollTimeout
-	if poll <= 0 {
-		poll = time.Second
-	}
+	f, tx := r.o.Flow, r.o.Transactional
+	poll := r.pollTimeout()
 	t := &txn{marks: make(map[*partition]txnMark)}
 	markFirst := func(p *partition) {
 		if _, ok := t.marks[p]; !ok {
@@ -87,16 +81,8 @@ func (r *Replicator) txnLoop(ctx, produceCtx context.Context) error {
 		if t.open && f.TransactionBoundary == config.BoundaryInterval {
 			wait = max(min(poll, time.Until(t.begun.Add(f.TransactionBoundaryInterval))), time.Millisecond)
 		}
-		pctx, cancel := context.WithTimeout(ctx, wait)
-		fs := src.PollFetches(pctx)
-		cancel()
+		fs := r.poll(ctx, wait)
 		stopping := ctx.Err() != nil
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return
-			}
-			r.fetchError(t, p, err)
-		})
 		if !t.open {
 			if err := tx.BeginTransaction(); err != nil {
 				return fmt.Errorf("begin a transaction of %s: %w", r.flow, err)
@@ -105,15 +91,13 @@ func (r *Replicator) txnLoop(ctx, produceCtx context.Context) error {
 		}
 		fetched, n := r.handOver(produceCtx, fs, tx, markFirst)
 		t.records += n
-		if !stopping && f.TransactionBoundary == config.BoundaryInterval && time.Since(t.begun) < f.TransactionBoundaryInterval {
-			r.throttled(ctx, fetched)
-			continue
-		}
-		if err := r.endTxn(produceCtx, t); err != nil {
-			return err
-		}
-		if stopping {
-			return ctx.Err()
+		if stopping || f.TransactionBoundary != config.BoundaryInterval || time.Since(t.begun) >= f.TransactionBoundaryInterval {
+			if err := r.endTxn(produceCtx, t); err != nil {
+				return err
+			}
+			if stopping {
+				return ctx.Err()
+			}
 		}
 		r.throttled(ctx, fetched)
 	}
@@ -174,8 +158,7 @@ func (r *Replicator) endTxn(ctx context.Context, t *txn) error {
 // the open transaction, and aborting would initialize this producer again,
 // which (where the coordinator allows it) would fence the newer one back.
 func (r *Replicator) fencedErr() error {
-	id, _ := r.o.Transactional.OptValue(kgo.TransactionalID).(string)
-	return fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.flow, id, kerr.ProducerFenced)
+	return fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.flow, r.txnID, kerr.ProducerFenced)
 }
 
 // abortTxn aborts t and rolls back the partitions it copied from, which are

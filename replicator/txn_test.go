@@ -180,3 +180,28 @@ func TestTxnRetryBackoff(t *testing.T) {
 		require.Equal(t, want, txnRetryBackoff(fails), "after %d failures", fails)
 	}
 }
+
+// TestExactlyOnceIntervalBoundary: with transaction.boundary = interval a
+// transaction collects what several polls bring; records produced in five
+// bursts within 200 ms are committed in at most three transactions (one per
+// poll would make about five), each record once.
+func TestExactlyOnceIntervalBoundary(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 2, nil)
+	want := b.produce("orders", 2, 0, 10)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow(exactlyOnce, "A->B.transaction.boundary = interval", "A->B.transaction.boundary.interval.ms = 1000"), reg)
+	waitFor(t, "the first records committed", func() bool { return b.progressOf()["orders"][1] == 4 })
+	before := sumOf(t, reg, "mm2go_replicator_transactions_total", map[string]string{"result": "committed"})
+	for i := range 5 {
+		for p, rs := range b.produce("orders", 2, 10+20*i, 20) {
+			want[p] = append(want[p], rs...)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	waitFor(t, "110 records committed", func() bool { return b.progressOf()["orders"][1] == 54 })
+	require.NoError(t, stop())
+	txns := sumOf(t, reg, "mm2go_replicator_transactions_total", map[string]string{"result": "committed"}) - before
+	require.LessOrEqual(t, txns, 3.0, "transactions for the five bursts")
+	require.Equal(t, want, b.readCommitted("A.orders"))
+}
