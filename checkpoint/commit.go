@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,6 +23,21 @@ type AppliedOffset struct {
 	// LocalInit is set for the log-start offset of a local topic (see the
 	// package documentation), not a translated offset.
 	LocalInit bool
+}
+
+// appliedList prints applied offsets as topic/partition=offset (previous
+// offset), for the debug log.
+type appliedList []AppliedOffset
+
+func (l appliedList) String() string {
+	var b strings.Builder
+	for i, a := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s/%d=%d (was %d)", a.Topic, a.Partition, a.Offset, a.Previous)
+	}
+	return b.String()
 }
 
 // SkippedOffset is an offset not committed to a target group.

@@ -510,6 +510,9 @@ func (c *Checkpointer) syncEmpty(ctx context.Context, g string, src, tgt kadm.Of
 			c.m.syncedOffsets(c.flow, len(done))
 			c.log.Info("source group is empty; its final offsets were translated and committed into the target group",
 				zap.String("group", g), zap.Int("offsets", len(done)), zap.Int("waiting_for_replication", len(sp.pending)))
+			if ce := c.log.Check(zap.DebugLevel, "offsets committed into the target group"); ce != nil {
+				ce.Write(zap.String("group", g), zap.Stringer("offsets", appliedList(done)))
+			}
 		}
 		if finished {
 			c.markDone(g, src, sp.localMissing)

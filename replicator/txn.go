@@ -114,9 +114,11 @@ func (r *Replicator) endTxn(ctx context.Context, t *txn) error {
 		t.open, t.records = false, 0
 		clear(t.marks)
 	}()
+	ending := time.Now()
 	if err := tx.Flush(ctx); err != nil {
 		return r.abortTxn(ctx, t, nil, fmt.Errorf("write the records of a transaction of %s: %w", r.flow, err))
 	}
+	flushed := time.Now()
 	if r.txnFenced.Load() {
 		return r.fencedErr()
 	}
@@ -137,6 +139,7 @@ func (r *Replicator) endTxn(ctx context.Context, t *txn) error {
 			return r.abortTxn(ctx, t, pds, ctx.Err())
 		}
 	}
+	stored := time.Now()
 	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Committed or not, fenced or not: the next start reads what the
 		// target holds.
@@ -146,6 +149,11 @@ func (r *Replicator) endTxn(ctx context.Context, t *txn) error {
 		took := time.Since(t.begun)
 		r.stateStored(pds, took)
 		r.m.txnEnded(r.flow, txnCommitted, took, t.records)
+	}
+	if ce := r.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
+		ce.Write(zap.Int("records", t.records), zap.Int("partitions", len(t.marks)), zap.Int("state_records", len(recs)),
+			zap.Duration("copying", ending.Sub(t.begun)), zap.Duration("flush", flushed.Sub(ending)),
+			zap.Duration("state", stored.Sub(flushed)), zap.Duration("commit", time.Since(stored)))
 	}
 	if err := r.writeSyncs(ctx, pds, segs); err != nil && ctx.Err() == nil {
 		r.log.Warn("write offset syncs; retried with the next transaction", zap.Error(err))

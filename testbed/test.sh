@@ -31,19 +31,19 @@ go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
 # Once more in the record copy mode (mm2go.copy.mode=records), whose copy path is franz-go's
 # consumer and producer (the default, the batches mode, forwards with mm2go's own fetch and produce
 # requests and fences with mm2go.copy.fencing=epoch): the replicator's and the end-to-end tests but
-# the failover and instances tests, which the third pass runs on the same record copy path with
-# transactions.
+# the failover, instances and switchover tests, which the third pass runs on the same record copy
+# path with transactions.
 echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=records" >&2
 # shellcheck disable=SC2086
-# The switchover trials of the identity policy and of SIGKILLs run in the first pass only, to keep
-# the command well under 20 minutes; MM2GO_SWITCHOVER_SUITES overrides that.
-MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=records \
-  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -skip 'TestIntegrationFailover|TestIntegrationInstances' ./replicator ./e2e
-# And the failover and instances tests with exactly-once flows
+MM2GO_TEST_COPY_MODE=records \
+  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -skip 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$' ./replicator ./e2e
+# And the failover, instances and switchover tests with exactly-once flows
 # (<target>.exactly.once.source.support=enabled: records, progress and offset map committed in one
 # transaction per step; writers fenced by the transactional id). TestIntegrationExactlyOnce (first
-# pass) is the SIGKILL and broker-failure test of that mode.
-echo "test.sh: the failover and instances tests again with exactly-once flows" >&2
+# pass) is the SIGKILL and broker-failure test of that mode. The switchover trials of the identity
+# policy and of SIGKILLs run in the first pass only, to keep the command under 20 minutes;
+# MM2GO_SWITCHOVER_SUITES overrides that.
+echo "test.sh: the failover, instances and switchover tests again with exactly-once flows" >&2
 # shellcheck disable=SC2086
-MM2GO_TEST_COPY_MODE=exactly-once \
-  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances' ./e2e
+MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=exactly-once \
+  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$' ./e2e

@@ -20,7 +20,8 @@ confluent-kafka (librdkafka):
    consumer runs until it received every record produced, or `deadline`.
 
 The spec is a JSON document on stdin: {"source": BOOTSTRAP, "target":
-BOOTSTRAP, "concurrency": N, "trials": [{"name", "topic", "remote",
+BOOTSTRAP, "concurrency": N, "explicit_store": bool (see
+Consuming.explicit_store), "trials": [{"name", "topic", "remote",
 "local", "group", "partitions", "rate", "delay", "commit": "auto"|"manual",
 "identity": bool}, ...]}. The result, one JSON object per trial on stdout,
 says what was produced, received, missing and duplicated, and when the
@@ -168,7 +169,19 @@ class Consuming:
         conf = {"bootstrap.servers": bootstrap, "group.id": self.t["group"], "auto.offset.reset": "error",
                 "client.id": "switchover-" + self.t["name"], "session.timeout.ms": 10000,
                 "enable.auto.commit": self.t["commit"] == "auto"}
+        if self.explicit_store():
+            conf["enable.auto.offset.store"] = False
         return Consumer(conf)
+
+    def explicit_store(self):
+        """Whether auto-commit commits only the offsets stored after each
+        delivered message (enable.auto.offset.store=false and store_offsets)
+        instead of librdkafka's default, for partitions with transaction
+        markers (exactly-once flows): with the default, librdkafka moves
+        the position it commits past the last marker it fetched when it
+        closes, over records it fetched and never delivered
+        (confluentinc/librdkafka#3400, seen with 2.4.0 and 2.16.0)."""
+        return self.spec.get("explicit_store") and self.t["commit"] == "auto"
 
     def _batch(self, c, cluster):
         """One poll; returns False when the consumer must be restarted."""
@@ -184,6 +197,8 @@ class Consuming:
                     self.errors.append("%s: %s" % (cluster, m.error()))
                 continue
             self.received.append((m.value(), cluster, m.topic(), m.partition(), m.offset()))
+            if self.explicit_store():
+                c.store_offsets(m)
             got = True
         if got and self.t["commit"] == "manual":
             try:
@@ -228,6 +243,34 @@ def offsets_on_every_partition(admin, t):
     req = [ConsumerGroupTopicPartitions(t["group"], [TopicPartition(t["remote"], p) for p in range(t["partitions"])])]
     res = admin.list_consumer_group_offsets(req)[t["group"]].result(timeout=10)
     return all(tp.offset >= 0 for tp in res.topic_partitions)
+
+
+def remote_ends(spec, t, isolation):
+    """The end offsets of the trial's remote topic on the target as a
+    consumer with that isolation level sees them."""
+    c = Consumer({"bootstrap.servers": spec["target"], "group.id": "switchover-watermarks", "enable.auto.commit": False,
+                  "isolation.level": isolation})
+    try:
+        return ends(c, t["remote"], t["partitions"])
+    finally:
+        c.close()
+
+
+def at_end(spec, t, admin):
+    """What the target holds when records are missing: per remote partition
+    the group's offset, the last stable offset and the high watermark, so
+    that a failure tells a consumer stalled below an open transaction from
+    an offset moved past the records."""
+    out = []
+    try:
+        req = [ConsumerGroupTopicPartitions(t["group"], [TopicPartition(t["remote"], p) for p in range(t["partitions"])])]
+        group = {tp.partition: tp.offset for tp in admin.list_consumer_group_offsets(req)[t["group"]].result(timeout=10).topic_partitions}
+        lso, hwm = (remote_ends(spec, t, isolation) for isolation in ("read_committed", "read_uncommitted"))
+        for p in range(t["partitions"]):
+            out.append("%s[%d] group %d, last stable %d, high watermark %d" % (t["remote"], p, group.get(p, -1), lso[p], hwm[p]))
+    except Exception as e:
+        out.append("target state not read: %s" % e)
+    return out
 
 
 def missing_at(sent, missing):
@@ -320,6 +363,7 @@ def trial(spec, t):
             "missing": len(missing), "duplicated": len(dups), "unexpected": len(extra),
             "missing_sample": missing[:5], "duplicated_sample": dups[:5],
             "missing_at": missing_at(sent, missing), "target_starts": target_starts(cons.received),
+            "at_end": at_end(spec, t, admin) if missing else [],
             "restarts": cons.restarts,
             "sync_seconds": round(synced["at"] - final_commit, 3) if "at" in synced else None,
             "final_commit_at": final_commit,
