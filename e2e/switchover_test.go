@@ -451,11 +451,7 @@ func runSwitchTrials(t *testing.T, trials []switchTrial, concurrency int) []swit
 		"target":      strings.Join(target3Seeds, ","),
 		"concurrency": concurrency,
 		"verbose":     os.Getenv("MM2GO_SWITCHOVER_LOG_LEVEL") != "",
-		// Exactly-once flows put a commit marker after every transaction
-		// into the remote partitions, and librdkafka's auto-commit then
-		// skips records (see explicitStore in switchover.py).
-		"explicit_store": exactlyOnce(),
-		"trials":         trials,
+		"trials":      trials,
 	})
 	require.NoError(t, err)
 	// A trial takes under a minute (about 20 s at most when the brokers

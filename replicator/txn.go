@@ -149,11 +149,11 @@ func (r *Replicator) endTxn(ctx context.Context, t *txn) error {
 		took := time.Since(t.begun)
 		r.stateStored(pds, took)
 		r.m.txnEnded(r.flow, txnCommitted, took, t.records)
-	}
-	if ce := r.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
-		ce.Write(zap.Int("records", t.records), zap.Int("partitions", len(t.marks)), zap.Int("state_records", len(recs)),
-			zap.Duration("copying", ending.Sub(t.begun)), zap.Duration("flush", flushed.Sub(ending)),
-			zap.Duration("state", stored.Sub(flushed)), zap.Duration("commit", time.Since(stored)))
+		if ce := r.log.Check(zap.DebugLevel, "transaction committed"); ce != nil {
+			ce.Write(zap.Int("records", t.records), zap.Int("partitions", len(t.marks)), zap.Int("state_records", len(recs)),
+				zap.Duration("copying", ending.Sub(t.begun)), zap.Duration("flush", flushed.Sub(ending)),
+				zap.Duration("state", stored.Sub(flushed)), zap.Duration("commit", time.Since(stored)))
+		}
 	}
 	if err := r.writeSyncs(ctx, pds, segs); err != nil && ctx.Err() == nil {
 		r.log.Warn("write offset syncs; retried with the next transaction", zap.Error(err))

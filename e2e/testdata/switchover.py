@@ -6,8 +6,9 @@ confluent-kafka (librdkafka):
 
 1. The producer writes records with unique values to the source topic at a
    steady rate; the consumer group reads it on the source with
-   auto.offset.reset=error (Kafka's "none") and auto-commit or a synchronous
-   commit after every batch.
+   auto.offset.reset=error (Kafka's "none") and auto-commit (of the offsets
+   it stores after each message it delivered) or a synchronous commit after
+   every batch.
 2. At the switch the producer moves to the target (default policy: the local
    topic at once; identity policy: the same topic once replication has
    copied everything it wrote on the source, as the README's runbook says).
@@ -20,8 +21,7 @@ confluent-kafka (librdkafka):
    consumer runs until it received every record produced, or `deadline`.
 
 The spec is a JSON document on stdin: {"source": BOOTSTRAP, "target":
-BOOTSTRAP, "concurrency": N, "explicit_store": bool (see
-Consuming.explicit_store), "trials": [{"name", "topic", "remote",
+BOOTSTRAP, "concurrency": N, "trials": [{"name", "topic", "remote",
 "local", "group", "partitions", "rate", "delay", "commit": "auto"|"manual",
 "identity": bool}, ...]}. The result, one JSON object per trial on stdout,
 says what was produced, received, missing and duplicated, and when the
@@ -169,19 +169,17 @@ class Consuming:
         conf = {"bootstrap.servers": bootstrap, "group.id": self.t["group"], "auto.offset.reset": "error",
                 "client.id": "switchover-" + self.t["name"], "session.timeout.ms": 10000,
                 "enable.auto.commit": self.t["commit"] == "auto"}
-        if self.explicit_store():
+        if self.t["commit"] == "auto":
+            # Auto-commit commits the offsets the consumer stores after
+            # each message it delivered, not librdkafka's default: that
+            # one, when the consumer closes, is the offset after the last
+            # transaction marker it fetched, past records it fetched and
+            # never delivered (confluentinc/librdkafka#3400, seen with
+            # 2.4.0 and 2.16.0). The remote partitions hold such markers:
+            # an exactly-once flow's after every step, the batches mode's
+            # abort marker at every start of the flow.
             conf["enable.auto.offset.store"] = False
         return Consumer(conf)
-
-    def explicit_store(self):
-        """Whether auto-commit commits only the offsets stored after each
-        delivered message (enable.auto.offset.store=false and store_offsets)
-        instead of librdkafka's default, for partitions with transaction
-        markers (exactly-once flows): with the default, librdkafka moves
-        the position it commits past the last marker it fetched when it
-        closes, over records it fetched and never delivered
-        (confluentinc/librdkafka#3400, seen with 2.4.0 and 2.16.0)."""
-        return self.spec.get("explicit_store") and self.t["commit"] == "auto"
 
     def _batch(self, c, cluster):
         """One poll; returns False when the consumer must be restarted."""
@@ -197,7 +195,7 @@ class Consuming:
                     self.errors.append("%s: %s" % (cluster, m.error()))
                 continue
             self.received.append((m.value(), cluster, m.topic(), m.partition(), m.offset()))
-            if self.explicit_store():
+            if self.t["commit"] == "auto":
                 c.store_offsets(m)
             got = True
         if got and self.t["commit"] == "manual":
