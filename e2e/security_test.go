@@ -65,8 +65,9 @@ func TestIntegrationSecurity(t *testing.T) {
 	idp := newOAuthIDP(t)
 	bed := startSecureBed(t, idp)
 	t.Run("minimal ACLs replicate, checkpoint, sync and leak no secret", bed.testMinimalACLs)
-	// The logins are the same in both copy modes (the clients are); the
-	// minimal ACLs are not (the batches mode fences with a transactional id).
+	// The logins are the same in every copy mode (the clients are); the
+	// minimal ACLs are not (the batches mode fences with a transactional
+	// id, exactly-once flows write in transactions with it).
 	t.Run("wrong password names the cluster", firstPassOnly(bed.testWrongPassword))
 	t.Run("wrong CA names the cluster", firstPassOnly(bed.testWrongCA))
 	t.Run("mutual TLS with JKS and PKCS12 stores made by keytool", firstPassOnly(bed.testJavaStores))
@@ -408,6 +409,10 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 
 	log := p.out.String() + p2.out.String()
 	require.Contains(t, p2.out.String(), "checkpoints started")
+	if exactlyOnce() {
+		// The transactional id's ACLs are enough for transactions too.
+		require.Contains(t, p2.out.String(), "transaction committed", "the restarted flow committed a transaction")
+	}
 	for _, line := range strings.Split(log, "\n") {
 		require.NotContains(t, line, "\tERROR\t", "no error with the minimal ACLs")
 		require.NotContains(t, strings.ToUpper(line), "AUTHORIZ", "no authorization failure with the minimal ACLs")

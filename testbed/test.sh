@@ -5,8 +5,8 @@
 # then two single-node KRaft brokers and two three-node clusters), runs every Go test with the
 # race detector against them (unit, kfake and real-Kafka end-to-end tests alike, the switchover
 # trials with confluent-kafka clients included), then the replicator's and end-to-end tests once
-# more in the record copy mode and the failover and instances tests with exactly-once flows, and
-# stops the clusters again.
+# more in the record copy mode and the failover, instances, switchover and security tests with
+# exactly-once flows, and stops the clusters again.
 #
 #   MM2GO_KEEP_KAFKA=1   leave the clusters running afterwards (the next run reuses them)
 #   GO_TEST_FLAGS        extra flags for go test, e.g. "-run Integration -v"
@@ -37,13 +37,13 @@ echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=re
 # shellcheck disable=SC2086
 MM2GO_TEST_COPY_MODE=records \
   go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -skip 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$' ./replicator ./e2e
-# And the failover, instances and switchover tests with exactly-once flows
+# And the failover, instances, switchover and security (minimal ACLs) tests with exactly-once flows
 # (<target>.exactly.once.source.support=enabled: records, progress and offset map committed in one
 # transaction per step; writers fenced by the transactional id). TestIntegrationExactlyOnce (first
 # pass) is the SIGKILL and broker-failure test of that mode. The switchover trials of the identity
 # policy and of SIGKILLs run in the first pass only, to keep the command under 20 minutes;
 # MM2GO_SWITCHOVER_SUITES overrides that.
-echo "test.sh: the failover, instances and switchover tests again with exactly-once flows" >&2
+echo "test.sh: the failover, instances, switchover and security tests again with exactly-once flows" >&2
 # shellcheck disable=SC2086
 MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=exactly-once \
-  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$' ./e2e
+  go test -race -count=1 -timeout 30m ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$|TestIntegrationSecurity$' ./e2e
