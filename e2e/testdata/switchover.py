@@ -31,11 +31,12 @@ source. Progress goes to stderr.
 
 import faulthandler
 import json
+import multiprocessing
+import multiprocessing.connection
 import sys
 import threading
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -377,21 +378,55 @@ def trial(spec, t):
     return result
 
 
+def run_trial(spec, t, conn):
+    """A trial in its own process; its result goes back through conn."""
+    try:
+        r = trial(spec, t)
+    except BaseException:
+        r = {"name": t["name"], "errors": [traceback.format_exc()]}
+    conn.send(r)
+    conn.close()
+
+
+def run_all(spec, trials, concurrency):
+    """Runs the trials, concurrency at a time, one process each (librdkafka
+    clients of many trials in one interpreter would share its GIL), and
+    yields each result as its trial ends. A process that dies without a
+    result (a crash in librdkafka, a signal) ends its own trial with an
+    error that says how it died; the other trials go on."""
+    ctx = multiprocessing.get_context("fork")
+    waiting, running = list(trials), {}
+    while waiting or running:
+        while waiting and len(running) < concurrency:
+            t = waiting.pop(0)
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=run_trial, args=(spec, t, send), daemon=True)
+            proc.start()
+            send.close()
+            running[recv] = (proc, t)
+        for recv in multiprocessing.connection.wait(list(running)):
+            proc, t = running.pop(recv)
+            try:
+                r = recv.recv()
+            except EOFError:
+                proc.join()
+                r = {"name": t["name"], "errors": ["the trial's process ended without a result (exit code %s)" % proc.exitcode]}
+            recv.close()
+            proc.join()
+            yield r
+
+
 def main():
     faulthandler.enable()
     spec = json.load(sys.stdin)
     trials = spec["trials"]
-    log("running %d trials, %d at a time" % (len(trials), spec.get("concurrency", 8)))
-    # One process per trial: librdkafka clients of many trials in one
-    # interpreter share its GIL, and a crash takes one trial, not all.
-    with ProcessPoolExecutor(max_workers=spec.get("concurrency", 8)) as pool:
-        futures = [pool.submit(trial, spec, t) for t in trials]
-        for f in futures:
-            r = f.result()
-            log("%s: produced %s, missing %s, duplicated %s, restarts %s, sync %s s%s" % (
-                r["name"], r.get("produced"), r.get("missing"), r.get("duplicated"), r.get("restarts"),
-                r.get("sync_seconds"), (", errors: %s" % r["errors"][:2]) if r.get("errors") else ""))
-            print(json.dumps(r), flush=True)
+    concurrency = spec.get("concurrency", 8)
+    log("running %d trials, %d at a time" % (len(trials), concurrency))
+    for r in run_all(spec, trials, concurrency):
+        log("%s: produced %s, missing %s, duplicated %s, restarts %s, sync %s s%s" % (
+            r["name"], r.get("produced"), r.get("missing"), r.get("duplicated"), r.get("restarts"),
+            r.get("sync_seconds"), (", errors: %s" % r["errors"][:2]) if r.get("errors") else ""))
+        print(json.dumps(r), flush=True)
 
 
 if __name__ == "__main__":
