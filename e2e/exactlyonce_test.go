@@ -295,10 +295,12 @@ func checkExactlyOnce(t *testing.T, e *env, partitions int32, topics []string, s
 	}
 	got := readAll(t, target3Seeds, e.remote(txnTopic))
 	for p := range partitions {
+		// values is never nil; a partition no committed transaction wrote
+		// to has no entry in committed.
 		require.Equal(t, append([]string{}, committed[p]...), values(got[p]), "%s[%d] on the target, read_committed: the committed records only", e.remote(txnTopic), p)
 	}
-	t.Logf("%d records of each of 18 partitions and %d committed of %s per partition, each once",
-		sent[topics[0]][0], len(committed[0]), txnTopic)
+	t.Logf("%d records of each of %d partitions and %d committed of %s per partition, each once",
+		sent[topics[0]][0], int(partitions)*len(topics), len(committed[0]), txnTopic)
 }
 
 // values are the values of recs as strings.

@@ -158,6 +158,7 @@ def wait_replicated(spec, t):
 class Consuming:
     def __init__(self, spec, trial):
         self.spec, self.t = spec, trial
+        self.auto = trial["commit"] == "auto"
         self.received = []  # (value, cluster, topic, partition, offset)
         self.restarts = 0
         self.errors = []
@@ -169,8 +170,8 @@ class Consuming:
     def _consumer(self, bootstrap):
         conf = {"bootstrap.servers": bootstrap, "group.id": self.t["group"], "auto.offset.reset": "error",
                 "client.id": "switchover-" + self.t["name"], "session.timeout.ms": 10000,
-                "enable.auto.commit": self.t["commit"] == "auto"}
-        if self.t["commit"] == "auto":
+                "enable.auto.commit": self.auto}
+        if self.auto:
             # Auto-commit commits the offsets the consumer stores after
             # each message it delivered, not librdkafka's default: that
             # one, when the consumer closes, is the offset after the last
@@ -196,10 +197,10 @@ class Consuming:
                     self.errors.append("%s: %s" % (cluster, m.error()))
                 continue
             self.received.append((m.value(), cluster, m.topic(), m.partition(), m.offset()))
-            if self.t["commit"] == "auto":
+            if self.auto:
                 c.store_offsets(m)
             got = True
-        if got and self.t["commit"] == "manual":
+        if got and not self.auto:
             try:
                 c.commit(asynchronous=False)
             except Exception as e:  # a commit that fails is retried with the next batch
@@ -213,7 +214,7 @@ class Consuming:
             if not self._batch(c, "source"):
                 self.errors.append("no committed offset on the source")
                 break
-        if self.t["commit"] == "manual":
+        if not self.auto:
             try:
                 c.commit(asynchronous=False)
             except Exception as e:
@@ -409,11 +410,10 @@ def run_all(spec, trials, concurrency):
             try:
                 r = recv.recv()
             except EOFError:
-                proc.join()
-                r = {"name": t["name"], "errors": ["the trial's process ended without a result (exit code %s)" % proc.exitcode]}
+                r = None
             recv.close()
             proc.join()
-            yield r
+            yield r or {"name": t["name"], "errors": ["the trial's process ended without a result (exit code %s)" % proc.exitcode]}
 
 
 def main():
