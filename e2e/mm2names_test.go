@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -158,10 +159,14 @@ func testMM2MetricNames(t *testing.T) {
 	from := time.Now()
 	time.Sleep(8 * time.Second)
 	behind.Store(0)
-	big := make([]byte, 1024)
 	for range 10 {
 		recs := make([]*kgo.Record, 0, 5000)
 		for j := range 5000 {
+			// Random values: zeros would compress to a few percent of the
+			// throttle's bytes, and the burst would be copied between two
+			// scrapes.
+			big := make([]byte, 1024)
+			rand.Read(big)
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(j % 3), Value: big, Timestamp: time.Now().Add(-time.Hour)})
 		}
 		require.NoError(t, e.srcCl.ProduceSync(ctx, recs...).FirstErr())
