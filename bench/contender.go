@@ -61,6 +61,9 @@ const (
 	// nameMM2goBudget is mm2go with its in-memory record bytes bounded by
 	// --buffer.max-bytes.
 	nameMM2goBudget = "mm2go-budget"
+	// nameMM2goOverlap is mm2go with two overlapping Fetch requests to a
+	// far source while caught up (latency over a long link).
+	nameMM2goOverlap = "mm2go-overlap"
 	// nameMM2goRecords and nameMM2goRecordsLean are mm2go in the record
 	// copy mode (records decoded and produced through franz-go's
 	// producer), with default and lean buffering.
@@ -85,6 +88,9 @@ const (
 
 // recordsMode selects the record copy mode.
 const recordsMode = "mm2go.copy.mode = records"
+
+// fetchOverlap turns on overlapping Fetch requests to a far source.
+const fetchOverlap = "mm2go.fetch.overlap.enabled = true"
 
 // splitProps splits a ";"-separated list of property lines.
 func splitProps(s string) []string {
@@ -123,6 +129,8 @@ func contenders(o *options) []*contender {
 			about: about("mm2go with smaller fetches (memory)", o.mm2goLean, "")},
 		{name: nameMM2goBudget, kind: kindMM2go, args: []string{"--buffer.max-bytes", o.mm2goBudget},
 			about: "mm2go with `--buffer.max-bytes " + o.mm2goBudget + "` (in-memory record bytes bounded by the flag)"},
+		{name: nameMM2goOverlap, kind: kindMM2go, props: []string{fetchOverlap},
+			about: "mm2go with overlapping fetches from a far source while caught up: `" + fetchOverlap + "`"},
 		{name: nameMM2goRecords, kind: kindMM2go, props: []string{recordsMode},
 			about: "mm2go in the record copy mode: `" + recordsMode + "`"},
 		{name: nameMM2goRecordsLean, kind: kindMM2go, props: append([]string{recordsMode}, splitProps(o.mm2goRecordsLean)...),

@@ -102,6 +102,7 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 		}
 	}
 	line(keyThrottle, f.ThrottleBytesPerSecond)
+	line(keyFetchOverlap, f.FetchOverlap)
 	line(keyUseDefaultsFrom, f.UseDefaultsFrom)
 	line(keyTasksMax, f.TasksMax)
 	line(keyAdminTimeout, ms(f.AdminTimeout))

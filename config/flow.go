@@ -217,9 +217,19 @@ type Flow struct {
 	// the most bytes of fetched source batches the flow copies per second,
 	// over all its tasks in this process; 0 (the default) means no limit.
 	ThrottleBytesPerSecond int64
+	// FetchOverlap is mm2go's "mm2go.fetch.overlap.enabled" (default
+	// false): in the batches mode, a source broker at least 15 ms away
+	// whose partitions are caught up gets two Fetch requests for all of
+	// them in flight, sent half a round trip apart, so that a new record
+	// waits at most half a round trip for a request to reach the broker
+	// instead of a whole one. Each record then crosses the link about
+	// twice while caught up; the second copy is dropped.
+	FetchOverlap bool
 	// copyModeOrigin and fencingOrigin are the keys as written that set
 	// CopyMode and Fencing, "" where they took their defaults.
 	copyModeOrigin, fencingOrigin string
+	// fetchOverlapOrigin is the key as written that set FetchOverlap.
+	fetchOverlapOrigin string
 	// TopicConfigsKeep is mm2go's "mm2go.sync.topic.configs.keep" (default
 	// empty): regexes of topic config keys the periodic topic-config sync
 	// never changes on a remote topic, so that target-side overrides of them
@@ -573,6 +583,10 @@ func (p *parser) buildFlow(s, t string) *Flow {
 		f.Fencing = choice(r, keyFencing, FencingNone, FencingEpoch)
 	}
 	f.ThrottleBytesPerSecond = r.integer(keyThrottle, 0, 0, math.MaxInt64, "0..9223372036854775807 bytes per second")
+	f.FetchOverlap = r.boolean(keyFetchOverlap, false)
+	if e, ok := r.get(keyFetchOverlap); ok {
+		f.fetchOverlapOrigin = e.origin
+	}
 	if e, ok := r.get(keyCopyMode); ok {
 		f.copyModeOrigin = e.origin
 	}

@@ -410,6 +410,23 @@ func TestCopyMode(t *testing.T) {
 	require.ErrorContains(t, err, `mm2go.copy.mode: invalid value (got "bytes", want batches or records)`)
 }
 
+// TestFetchOverlap: mm2go.fetch.overlap.enabled is off by default, set per
+// flow, and has no effect (a warning naming the key) on a flow that copies
+// records.
+func TestFetchOverlap(t *testing.T) {
+	c, ws := mustLoad(t, twoClusters+"b->a.enabled = true\na->b.mm2go.fetch.overlap.enabled = true\n")
+	require.Empty(t, warnOnly(ws))
+	require.True(t, c.Flow("a", "b").FetchOverlap)
+	require.False(t, c.Flow("b", "a").FetchOverlap)
+
+	_, ws = mustLoad(t, twoClusters+"mm2go.fetch.overlap.enabled = true\na->b.mm2go.copy.mode = records\n")
+	require.Len(t, warnOnly(ws), 1)
+	require.Contains(t, warnOnly(ws)[0], "mm2go.fetch.overlap.enabled: no effect for flow a->b: only the batches copy mode")
+
+	_, _, err := load(t, twoClusters+"mm2go.fetch.overlap.enabled = sometimes\n", nil, t.TempDir())
+	require.ErrorContains(t, err, "mm2go.fetch.overlap.enabled")
+}
+
 // warnOnly returns the warnings (not the notes) of a load as "key: message".
 func warnOnly(ws []Warning) []string {
 	var out []string

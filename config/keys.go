@@ -70,6 +70,11 @@ const (
 	// keyThrottle is mm2go's own key: the most source bytes per second a
 	// flow copies (0: no limit).
 	keyThrottle = "mm2go.throttle.bytes.per.second"
+	// keyFetchOverlap is mm2go's own key: whether the batches mode keeps a
+	// second Fetch in flight to a far source broker whose partitions are
+	// caught up, half a round trip after the first (lower latency, each
+	// record crosses the link twice).
+	keyFetchOverlap = "mm2go.fetch.overlap.enabled"
 	// keyGroupSyncMode is mm2go's own key: when group-offset sync commits
 	// into target groups ("exact": only once the source group is empty;
 	// "periodic": MM2's rule).
@@ -161,7 +166,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyThrottle, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
+	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyThrottle, keyFetchOverlap, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

@@ -168,6 +168,9 @@ func (p *parser) build() *Config {
 			}
 			f.CopyMode, f.Fencing = CopyRecords, FencingNone
 		}
+		if f.FetchOverlap && f.CopyMode == CopyRecords {
+			p.probs.warn(f.fetchOverlapOrigin, "no effect for flow %s: only the batches copy mode fetches with its own requests (the flow copies records)", f.Name())
+		}
 	}
 	p.validate(c)
 	return c

@@ -25,6 +25,20 @@ import (
 // other's response is on its way back. A response is taken as soon as it
 // arrives and its partitions asked again, so a leader with nothing new (its
 // request waits fetch.max.wait.ms) does not hold back the others.
+//
+// With mm2go.fetch.overlap.enabled, a far leader whose partitions are caught
+// up has two requests for all of them out, each sent half a cycle after the
+// other (overlapping; a cycle is the time a request with data takes, at
+// least the round trip): a record written at the source then waits at most
+// half a cycle, not a whole one, for a request to reach the broker. Both responses carry it; the later one's copy is dropped
+// (take: batches before the partition's next offset), which is what the
+// lower latency costs on the link. The two requests go on two connections
+// (fw.lanes), each with one request out: a connection with a response
+// always on its way never goes idle, and a source broker whose kernel uses
+// BBR congestion control then cuts its window to four packets for 200 ms or
+// more every 10 s (BBR's PROBE_RTT, which an idle restart skips): a stall of
+// 300-500 ms each time in the benchmark's 80 ms link, where one connection
+// was used for both.
 func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed <-chan struct{}) error {
 	r := fw.r
 	idle := r.o.Flow.ConsumerPollTimeout
@@ -36,9 +50,14 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		out:      map[int32]int{},
 		outParts: map[int32]int{},
 		behind:   map[int32]bool{},
-		fetching: map[*partition]bool{},
+		fetching: map[*partition]int{},
+		sentAt:   map[int32]time.Time{},
+		cycle:    map[int32]time.Duration{},
+		lanesOut: map[int32][]int{},
 		ahead:    map[*partition]int64{},
 	}
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	defer func() {
 		for _, n := range st.out {
 			for range n {
@@ -51,14 +70,22 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		st.wake = time.Time{}
 		fw.issue(ctx, st, nil)
 		if len(st.out) == 0 {
 			loop.Sleep(ctx, idle)
 			continue
 		}
+		var woken <-chan time.Time
+		if !st.wake.IsZero() {
+			wake.Reset(time.Until(st.wake))
+			woken = wake.C
+		}
 		var res fetchResult
 		select {
 		case res = <-st.results:
+		case <-woken:
+			continue // an overlapping request is due
 		case <-failed:
 			return nil // run returns the send error
 		case <-ctx.Done():
@@ -67,9 +94,16 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		if st.out[res.leader]--; st.out[res.leader] == 0 {
 			delete(st.out, res.leader)
 		}
+		st.lanesOut[res.leader][res.lane]--
+		wake.Stop()
 		st.outParts[res.leader] -= len(res.parts)
 		for _, p := range res.parts {
-			delete(st.fetching, p)
+			if st.fetching[p]--; st.fetching[p] <= 0 {
+				delete(st.fetching, p)
+			}
+		}
+		if res.err == nil && res.carried() {
+			st.cycle[res.leader] = time.Since(res.sent)
 		}
 		if res.err != nil {
 			if ctx.Err() != nil {
@@ -120,16 +154,23 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 // fetchState is the fetch loop's record of its requests out.
 type fetchState struct {
 	results  chan fetchResult
-	out      map[int32]int        // requests out per leader
-	outParts map[int32]int        // partitions in them
-	behind   map[int32]bool       // the leader's last response left partitions behind
-	fetching map[*partition]bool  // partitions in a request out
-	ahead    map[*partition]int64 // offsets predicted from a response being taken (predict)
+	out      map[int32]int           // requests out per leader
+	outParts map[int32]int           // partitions in them
+	behind   map[int32]bool          // the leader's last response left partitions behind
+	fetching map[*partition]int      // requests out that ask for the partition
+	sentAt   map[int32]time.Time     // when the leader's last request went out
+	cycle    map[int32]time.Duration // how long the leader's last request with data took
+	lanesOut map[int32][]int         // requests out per leader and lane (fw.lanes)
+	ahead    map[*partition]int64    // offsets predicted from a response being taken (predict)
+	wake     time.Time               // when an overlapping request is due (zero: none)
 }
 
 // issue sends a Fetch request to every leader of copying partitions that
 // are in no request out: one per leader, or two halves for a far leader
-// whose partitions are behind (see fetchLoop). Partitions of taking (a
+// whose partitions are behind (see fetchLoop). A far leader whose
+// partitions are caught up, under mm2go.fetch.overlap.enabled, gets a second
+// request for those in one request out, half a cycle (see fetchLoop) after
+// the first (st.wake, when that is still to come). Partitions of taking (a
 // response not taken yet) are asked for only at the offset predicted for
 // them, and not at all without one (an error is handled first).
 func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partition) {
@@ -142,7 +183,7 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 		}
 	}
 	r.eachPartition(func(p *partition) {
-		if !wait[p] && !p.paused && !p.failed.Load() && !p.removed.Load() && !st.fetching[p] {
+		if !wait[p] && !p.paused && !p.failed.Load() && !p.removed.Load() && st.fetching[p] < 2 {
 			parts = append(parts, p)
 		}
 	})
@@ -154,31 +195,62 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 		r.m.error(r.flow, metric.Reason(err, reasonFetch))
 		r.log.Warn("source metadata; retried", zap.Error(err))
 	}
+	now := time.Now()
 	for leader, ps := range by {
+		rtt, far := fw.far(ctx, leader)
+		halves := far && st.behind[leader]
+		overlap := far && !st.behind[leader] && fw.overlap
+		if !overlap {
+			ps = slices.DeleteFunc(ps, func(p *partition) bool { return st.fetching[p] > 0 })
+		}
 		most := 1
-		if st.behind[leader] && fw.far(ctx, leader) {
+		if halves || overlap {
 			most = 2
 		}
-		if st.out[leader] >= most {
+		if len(ps) == 0 || st.out[leader] >= most {
 			continue // asked at the leader's next request
 		}
+		if overlap && st.out[leader] > 0 {
+			if due := st.sentAt[leader].Add(max(rtt, st.cycle[leader]) / 2); now.Before(due) {
+				if st.wake.IsZero() || due.Before(st.wake) {
+					st.wake = due
+				}
+				continue
+			}
+		}
 		groups := [][]*partition{ps}
-		if st.out[leader] == 0 && most == 2 && len(ps) > 1 {
+		if st.out[leader] == 0 && halves && len(ps) > 1 {
 			groups = [][]*partition{ps[:len(ps)/2], ps[len(ps)/2:]}
 		}
+		st.sentAt[leader] = now
 		share := st.outParts[leader] + len(ps)
 		for _, g := range groups {
 			st.out[leader]++
 			st.outParts[leader] += len(g)
 			for _, p := range g {
-				st.fetching[p] = true
+				st.fetching[p]++
 			}
 			// The request is built here, not in its goroutine: it reads
 			// fw.src and the partitions' next offsets.
-			res := fetchResult{leader: leader, parts: g, share: share, names: map[[16]byte]string{}, at: map[*partition]int64{}}
+			res := fetchResult{leader: leader, sent: now, lane: st.lane(leader, len(fw.lanes)), parts: g, share: share, names: map[[16]byte]string{}, at: map[*partition]int64{}}
+			st.lanesOut[leader][res.lane]++
 			go fw.fetchFrom(ctx, res, fw.fetchRequest(g, res, st.ahead), st.results)
 		}
 	}
+}
+
+// lane returns the lane (of n) a new request to leader goes on: the first
+// with no request out, else the first.
+func (st *fetchState) lane(leader int32, n int) int {
+	out := st.lanesOut[leader]
+	if out == nil {
+		out = make([]int, n)
+		st.lanesOut[leader] = out
+	}
+	if i := slices.Index(out, 0); i >= 0 {
+		return i
+	}
+	return 0
 }
 
 // loadMeta fills meta with the topics' IDs and leaders from cl.
@@ -277,6 +349,8 @@ func (fw *forwarder) sourceLeaders(ctx context.Context, parts []*partition) (map
 // fetchResult is one Fetch request's outcome.
 type fetchResult struct {
 	leader int32
+	lane   int       // the index in fw.lanes of the client that sent it
+	sent   time.Time // when it was sent
 	parts  []*partition
 	names  map[[16]byte]string  // topic IDs of the request, for responses that name only IDs
 	at     map[*partition]int64 // the offset each partition was fetched at
@@ -285,9 +359,21 @@ type fetchResult struct {
 	share  int // partitions of the leader being fetched, this request's included
 }
 
+// carried reports whether res's response brought any record bytes.
+func (res fetchResult) carried() bool {
+	for _, rt := range res.resp.Topics {
+		for _, rp := range rt.Partitions {
+			if len(rp.RecordBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fetchFrom sends req to res.leader and reports on results.
 func (fw *forwarder) fetchFrom(ctx context.Context, res fetchResult, req *kmsg.FetchRequest, results chan<- fetchResult) {
-	resp, err := fw.r.o.Source.Broker(int(res.leader)).Request(ctx, req)
+	resp, err := fw.lanes[res.lane].Broker(int(res.leader)).Request(ctx, req)
 	if err == nil {
 		res.resp = resp.(*kmsg.FetchResponse)
 		err = kerr.ErrorForCode(res.resp.ErrorCode)
@@ -366,8 +452,10 @@ func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
 }
 
 // current calls fn for each partition of res's response that is still
-// copying and was fetched at its next offset (not failed, gone, or
-// restarted from elsewhere since).
+// copying and was fetched at or before its next offset (not failed, gone,
+// or restarted further on since): what the response holds before the next
+// offset (an overlapping request's, or a prediction that fell short) is
+// skipped by take and reencode.
 func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicPartition)) {
 	find := make(map[tp]*partition, len(res.parts))
 	for _, p := range res.parts {
@@ -381,7 +469,7 @@ func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicParti
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
-			if p := find[tp{topic, rp.Partition}]; p != nil && !p.failed.Load() && !p.removed.Load() && res.at[p] == p.next {
+			if p := find[tp{topic, rp.Partition}]; p != nil && !p.failed.Load() && !p.removed.Load() && res.at[p] <= p.next {
 				fn(p, rp)
 			}
 		}
@@ -391,7 +479,7 @@ func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicParti
 // takeResponse turns a Fetch response into batches to send, advancing each
 // partition's next offset. Fetch goroutine only.
 func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWork) {
-	far := fw.far(ctx, res.leader)
+	_, far := fw.far(ctx, res.leader)
 	res.current(func(p *partition, rp *kmsg.FetchResponseTopicPartition) {
 		switch err := kerr.ErrorForCode(rp.ErrorCode); {
 		case err == nil:
@@ -427,14 +515,14 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 // keeps max.partition.fetch.bytes, and so its memory bound.
 const farRTT = 15 * time.Millisecond
 
-// far reports whether leader is far away (farRTT). Its round trip is
-// measured once, in the background, as the shortest of five Metadata
-// requests for no topics 20 ms apart (which the broker answers at once,
-// unlike a Fetch that waits for data or carries megabytes; the shortest,
-// because a busy broker or machine only adds to it: one of three on a
-// loaded 2-core machine took 11 ms over loopback); until then it counts as
-// near.
-func (fw *forwarder) far(ctx context.Context, leader int32) bool {
+// far reports leader's round trip and whether it is far away (farRTT). The
+// round trip is measured once, in the background, as the shortest of five
+// Metadata requests for no topics 20 ms apart (which the broker answers at
+// once, unlike a Fetch that waits for data or carries megabytes; the
+// shortest, because a busy broker or machine only adds to it: one of three
+// on a loaded 2-core machine took 11 ms over loopback); until then it
+// counts as near.
+func (fw *forwarder) far(ctx context.Context, leader int32) (time.Duration, bool) {
 	fw.rttMu.Lock()
 	defer fw.rttMu.Unlock()
 	rtt, ok := fw.rtt[leader]
@@ -469,7 +557,7 @@ func (fw *forwarder) far(ctx context.Context, leader int32) bool {
 			}
 		}()
 	}
-	return rtt >= farRTT
+	return rtt, rtt >= farRTT
 }
 
 // resize sets what p's next Fetch asks for. A partition fetched at
@@ -496,6 +584,7 @@ func (fw *forwarder) resize(p *partition, got int, far, behind bool, n int) {
 func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []*fwdBatch {
 	var raws []rawBatch
 	forward := true
+	refetched := 0
 	for in := rp.RecordBatches; ; {
 		rb, rest, ok := nextBatch(in)
 		if !ok {
@@ -503,11 +592,13 @@ func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []
 		}
 		in = rest
 		if rb.magic == 2 && rb.last() < p.next {
-			continue // wholly before the resume offset
+			refetched += len(rb.b) // wholly before the resume offset
+			continue
 		}
 		raws = append(raws, rb)
 		forward = forward && rb.forwardable(p.next)
 	}
+	fw.r.m.refetchedAdd(fw.r.flow, refetched)
 	if len(raws) == 0 {
 		return nil
 	}

@@ -90,6 +90,12 @@ type forwarder struct {
 	// the record path's producer would: with the target producer's
 	// compression.type (franz-go's default: snappy).
 	compressor kgo.Compressor
+	// overlap is mm2go.fetch.overlap.enabled (see fetchLoop), and lanes
+	// the source clients Fetch requests go on: Source, and with overlap
+	// Options.SourceOverlap, so that two requests out to a broker each
+	// have a connection.
+	overlap bool
+	lanes   []*kgo.Client
 
 	// srcStale and dstStale ask for the source's and the target's
 	// metadata to be reloaded before the next request.
@@ -158,6 +164,7 @@ func newForwarder(r *Replicator) *forwarder {
 		maxWait:        int32(src.OptValue(kgo.FetchMaxWait).(time.Duration).Milliseconds()),
 		isolation:      kgo.ReadUncommitted(),
 		produceTimeout: dst.OptValue(kgo.ProduceRequestTimeout).(time.Duration),
+		overlap:        r.o.Flow.FetchOverlap,
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
 		rtt:            make(map[int32]time.Duration),
@@ -169,6 +176,10 @@ func newForwarder(r *Replicator) *forwarder {
 	if codecs, _ := dst.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec); len(codecs) > 0 {
 		// An error leaves it nil: uncompressed, as franz-go then sends.
 		fw.compressor, _ = kgo.DefaultCompressor(codecs...)
+	}
+	fw.lanes = []*kgo.Client{src}
+	if fw.overlap && r.o.SourceOverlap != nil {
+		fw.lanes = append(fw.lanes, r.o.SourceOverlap)
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
 		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,11 +363,88 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	require.LessOrEqual(t, largest, int32(64*kib/4), "at most its share of fetch.max.bytes")
 }
 
+// TestBatchesModeOverlappingFetches: a far source (Metadata answered after
+// 30 ms, every Fetch after 60 ms) whose partitions are caught up, with
+// mm2go.fetch.overlap.enabled, gets a second request for its partitions
+// while the first is out, so records written meanwhile come in both
+// responses: the later copy is dropped and counted
+// (mm2go_replicator_fetch_refetched_bytes_total), and a steady trickle is
+// copied once, in order, with an exact offset map. The second client
+// (Options.SourceOverlap, a connection of its own) sends Fetch requests too.
+// Without the key, nothing is fetched twice.
+func TestBatchesModeOverlappingFetches(t *testing.T) {
+	for _, overlap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) {
+			b := newBed(t)
+			second := &fetchWrites{}
+			b.overlapOpts = []kgo.Opt{kgo.WithHooks(second)}
+			b.createTopic(b.srcAdm, "far", 4, nil)
+			b.src.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.src.KeepControl()
+				b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
+				return nil, nil, false
+			})
+			b.src.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.src.KeepControl()
+				b.src.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
+				return nil, nil, false
+			})
+			reg := prometheus.NewRegistry()
+			r, closeClients := b.replicator(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none",
+				fmt.Sprintf("mm2go.fetch.overlap.enabled = %v", overlap)), reg, zaptest.NewLogger(t))
+			defer closeClients()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+
+			want := map[int32][]record{}
+			const rounds, per = 60, 4
+			for i := range rounds { // a trickle for 1.2 s: one record per partition every 20 ms
+				for p, rs := range b.produce("far", 4, i*per, per) {
+					want[p] = append(want[p], rs...)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			require.Equal(t, want, b.read("A.far", rounds*per))
+			require.Eventually(t, func() bool {
+				segs, _ := b.offsetMap()
+				for p := range int32(4) {
+					if len(segs[p]) != 1 || segs[p][0].From != 0 || segs[p][0].Last != rounds-1 || segs[p][0].Down != 0 {
+						return false
+					}
+				}
+				return true
+			}, 10*time.Second, 20*time.Millisecond, "one exact segment per partition")
+			refetched := testutil.ToFloat64(r.m.refetched.WithLabelValues("A->B"))
+			if overlap {
+				require.Positive(t, refetched, "records fetched by both overlapping requests")
+				require.Positive(t, second.n.Load(), "Fetch requests on the second client's connection")
+			} else {
+				require.Zero(t, refetched)
+			}
+		})
+	}
+}
+
+// fetchWrites counts the Fetch requests a client wrote.
+type fetchWrites struct{ n atomic.Int64 }
+
+func (f *fetchWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Fetch) && err == nil {
+		f.n.Add(1)
+	}
+}
+
 // TestPredict: the offset a partition continues at after a response is
 // taken, known before it is taken: past the last whole batch at or after
 // its next offset (batches wholly before it and a batch cut at the
-// response's end do not count), its next offset when nothing came; nothing
-// for a partition with an error or a response fetched at another offset.
+// response's end do not count, also in a response fetched before its next
+// offset), its next offset when nothing came; nothing for a partition with
+// an error or a response fetched past its next offset.
 func TestPredict(t *testing.T) {
 	batch := func(base int64, n int) []byte {
 		b := encodeBatch(testRecords()[:n], nil)
@@ -376,17 +454,18 @@ func TestPredict(t *testing.T) {
 	whole := slices.Concat(batch(5, 3), batch(10, 3), batch(15, 2))
 	cut := batch(17, 3)
 	mk := func(n int32) *partition { return &partition{topic: "t", partition: n, next: 10} }
-	ps := []*partition{mk(0), mk(1), mk(2), mk(3)}
-	res := fetchResult{parts: ps, at: map[*partition]int64{ps[0]: 10, ps[1]: 10, ps[2]: 10, ps[3]: 4}, names: map[[16]byte]string{}}
+	ps := []*partition{mk(0), mk(1), mk(2), mk(3), mk(4)}
+	res := fetchResult{parts: ps, at: map[*partition]int64{ps[0]: 10, ps[1]: 10, ps[2]: 10, ps[3]: 4, ps[4]: 12}, names: map[[16]byte]string{}}
 	res.resp = &kmsg.FetchResponse{Topics: []kmsg.FetchResponseTopic{{Topic: "t", Partitions: []kmsg.FetchResponseTopicPartition{
 		{Partition: 0, RecordBatches: append(whole, cut[:len(cut)-5]...)},
 		{Partition: 1},
 		{Partition: 2, ErrorCode: kerr.NotLeaderForPartition.Code, RecordBatches: whole},
 		{Partition: 3, RecordBatches: whole},
+		{Partition: 4, RecordBatches: whole},
 	}}}}
 	ahead := map[*partition]int64{}
 	(&forwarder{}).predict(res, ahead)
-	require.Equal(t, map[*partition]int64{ps[0]: 17, ps[1]: 10}, ahead)
+	require.Equal(t, map[*partition]int64{ps[0]: 17, ps[1]: 10, ps[3]: 17}, ahead)
 }
 
 // TestMergeHead: the small batches queued for a partition (fetches that

@@ -57,6 +57,7 @@ type metrics struct {
 	blocked       *prometheus.GaugeVec
 	batches       *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
+	refetched     *prometheus.CounterVec
 	txns          *prometheus.CounterVec
 	txnSeconds    *prometheus.HistogramVec
 	txnRecords    *prometheus.HistogramVec
@@ -79,6 +80,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		records: counter("mm2go_replicator_records_total",
 			"Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
 			"flow", "topic"),
+		refetched: counter("mm2go_replicator_fetch_refetched_bytes_total",
+			"Fetched bytes dropped because an earlier response of the batches copy mode had brought them: what the overlapping requests of mm2go.fetch.overlap.enabled cost on the link (summed over the flow's tasks in this process).",
+			"flow"),
 		throttled: counter("mm2go_replicator_throttled_seconds_total",
 			"Time the copy waited to stay within mm2go.throttle.bytes.per.second (summed over the flow's tasks in this process).",
 			"flow"),
@@ -202,6 +206,12 @@ func (m *metrics) setPartitions(flow, task string, assigned, stalled int) {
 
 func (m *metrics) topicCreated(flow string) {
 	m.topicsCreated.WithLabelValues(flow).Inc()
+}
+
+func (m *metrics) refetchedAdd(flow string, n int) {
+	if n > 0 {
+		m.refetched.WithLabelValues(flow).Add(float64(n))
+	}
 }
 
 func (m *metrics) throttledFor(flow string, d time.Duration) {

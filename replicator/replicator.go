@@ -78,6 +78,12 @@ type Options struct {
 	// target already holds; build it like Source (same isolation level)
 	// with kgo.KeepControlRecords.
 	SourceReader *kgo.Client
+	// SourceOverlap is a second client of the source, built like Source,
+	// for the batches mode's overlapping Fetch requests
+	// (Flow.FetchOverlap): each of a far broker's two requests out then
+	// has a connection of its own (see fetchLoop). Nil: they share
+	// Source's.
+	SourceOverlap *kgo.Client
 	// SyncProducer writes MM2's offset syncs when the flow keeps them on
 	// the source cluster (offset-syncs.topic.location=source, the
 	// default); it may be nil when offset syncs are disabled or on the

@@ -40,8 +40,10 @@ type bed struct {
 	pool *fetchPool
 	// last is the replicator last started.
 	last *Replicator
-	// srcOpts are added to the replicator's source client options.
-	srcOpts []kgo.Opt
+	// srcOpts are added to the replicator's source client options,
+	// overlapOpts to those of its second source client (a flow with
+	// mm2go.fetch.overlap.enabled).
+	srcOpts, overlapOpts []kgo.Opt
 	// task and tasks are the task the next replicator started runs.
 	task, tasks int
 	// drain is the next replicator's DrainTimeout (0: the default).
@@ -146,6 +148,10 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	}
 	b.pool = newFetchPool()
 	src := mk(b.src, append(append(consumerOpts(b.pool), kgo.FetchMaxWait(500*time.Millisecond)), b.srcOpts...)...)
+	var srcOverlap *kgo.Client
+	if f.FetchOverlap {
+		srcOverlap = mk(b.src, append(append(consumerOpts(newFetchPool()), kgo.FetchMaxWait(500*time.Millisecond)), b.overlapOpts...)...)
+	}
 	srcAdm := mk(b.src)
 	dst := mk(b.dst, ProducerOpts()...)
 	dstAdm := mk(b.dst)
@@ -158,7 +164,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	}
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
-		Source: src, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
+		Source: src, SourceOverlap: srcOverlap, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
 		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
@@ -170,8 +176,10 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 			c.Close()
 		}
-		if txnCl != nil {
-			txnCl.Close()
+		for _, c := range []*kgo.Client{txnCl, srcOverlap} {
+			if c != nil {
+				c.Close()
+			}
 		}
 	}
 }

@@ -341,6 +341,15 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	if err != nil {
 		return err
 	}
+	var srcOverlap *kgo.Client
+	if f.FetchOverlap && f.CopyMode == config.CopyBatches {
+		// The second of two overlapping Fetch requests goes on a
+		// connection of its own (replicator.Options.SourceOverlap).
+		id := f.Client(config.RoleSourceConsumer).ID + suffix + "-overlap"
+		if srcOverlap, err = newClient(config.RoleSourceConsumer, append(replicator.ConsumerOpts(), kgo.ClientID(id))...); err != nil {
+			return err
+		}
+	}
 	srcAdmin, err := newClient(config.RoleSourceAdmin)
 	if err != nil {
 		return err
@@ -384,6 +393,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		Flow:             f,
 		Policy:           policyFor(f),
 		Source:           src,
+		SourceOverlap:    srcOverlap,
 		SourceAdmin:      kadm.NewClient(srcAdmin),
 		Target:           dst,
 		Transactional:    txnProducer,
