@@ -368,8 +368,10 @@ func TestBatchesModeSlowSource(t *testing.T) {
 // mm2go.fetch.overlap.enabled, gets a second request for its partitions
 // while the first is out, so records written meanwhile come in both
 // responses: the later copy is dropped and counted
-// (mm2go_replicator_fetch_refetched_bytes_total), and a steady trickle is
-// copied once, in order, with an exact offset map. The second client
+// (mm2go_replicator_fetch_refetched_bytes_total), and a steady trickle with
+// transactions in it, committed and aborted (read_committed: decoded and
+// encoded again), is copied once, in order, and the offset map reaches the
+// last record. The second client
 // (Options.SourceOverlap, a connection of its own) sends Fetch requests too.
 // Without the key, nothing is fetched twice.
 func TestBatchesModeOverlappingFetches(t *testing.T) {
@@ -377,7 +379,8 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) {
 			b := newBed(t)
 			second := &fetchWrites{}
-			b.overlapOpts = []kgo.Opt{kgo.WithHooks(second)}
+			b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+			b.overlapOpts = append([]kgo.Opt{kgo.WithHooks(second)}, b.srcOpts...)
 			b.createTopic(b.srcAdm, "far", 4, nil)
 			b.src.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 				b.src.KeepControl()
@@ -401,24 +404,46 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 				<-done
 			}()
 
+			// A trickle for 1.2 s: one record per partition every 20 ms,
+			// every fifth in a transaction (record and marker), every
+			// other transaction aborted; the last two rounds plain.
+			txn := newClient(t, b.src, kgo.TransactionalID("overlap"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			want := map[int32][]record{}
+			n := 0
 			const rounds, per = 60, 4
-			for i := range rounds { // a trickle for 1.2 s: one record per partition every 20 ms
-				for p, rs := range b.produce("far", 4, i*per, per) {
-					want[p] = append(want[p], rs...)
+			for i := range rounds {
+				if i%5 != 2 {
+					for p, rs := range b.produce("far", 4, i*per, per) {
+						want[p] = append(want[p], rs...)
+						n += len(rs)
+					}
+				} else {
+					commit := (i/5)%2 == 0
+					require.NoError(t, txn.BeginTransaction())
+					for p := range int32(per) {
+						rec := &kgo.Record{Topic: "far", Partition: p, Key: []byte("txn"), Value: []byte{byte(i)}, Timestamp: time.UnixMilli(1_600_000_000_000 + int64(i))}
+						require.NoError(t, txn.ProduceSync(context.Background(), rec).FirstErr())
+						if commit {
+							want[p] = append(want[p], toRecord(rec))
+							n++
+						}
+					}
+					require.NoError(t, txn.EndTransaction(context.Background(), kgo.TransactionEndTry(commit)))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			require.Equal(t, want, b.read("A.far", rounds*per))
+			require.Equal(t, want, b.read("A.far", n))
+			const last = rounds + rounds/5 - 1 // a marker per transaction
 			require.Eventually(t, func() bool {
 				segs, _ := b.offsetMap()
 				for p := range int32(4) {
-					if len(segs[p]) != 1 || segs[p][0].From != 0 || segs[p][0].Last != rounds-1 || segs[p][0].Down != 0 {
+					if k := len(segs[p]); k == 0 || segs[p][k-1].Last != last {
 						return false
 					}
 				}
 				return true
-			}, 10*time.Second, 20*time.Millisecond, "one exact segment per partition")
+			}, 10*time.Second, 20*time.Millisecond, "the offset map reaches each partition's last record")
+			require.Equal(t, int64(n), b.copied("A.far"), "no record copied twice")
 			refetched := testutil.ToFloat64(r.m.refetched.WithLabelValues("A->B"))
 			if overlap {
 				require.Positive(t, refetched, "records fetched by both overlapping requests")
