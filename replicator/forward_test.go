@@ -304,6 +304,25 @@ func TestFetchResize(t *testing.T) {
 	}
 }
 
+// farSource makes the bed's source a far-away cluster: it answers Metadata
+// requests (how the forwarder measures the round trip) after 30 ms and
+// Fetch requests after 60 ms, each first shown to onFetch (if not nil).
+func (b *bed) farSource(onFetch func(*kmsg.FetchRequest)) {
+	b.src.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		if onFetch != nil {
+			onFetch(kr.(*kmsg.FetchRequest))
+		}
+		b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
+		return nil, nil, false
+	})
+	b.src.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		b.src.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
+		return nil, nil, false
+	})
+}
+
 // TestBatchesModeSlowSource: a source that answers every request after
 // 30 ms or more (a far-away cluster) while partitions are behind gets larger
 // fetches per partition and two requests in flight, each for half of the
@@ -323,9 +342,7 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	var mu sync.Mutex
 	parts := map[int]int{} // requests by partition count
 	var largest int32
-	b.src.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		b.src.KeepControl()
-		req := kr.(*kmsg.FetchRequest)
+	b.farSource(func(req *kmsg.FetchRequest) {
 		n := 0
 		mu.Lock()
 		for _, rt := range req.Topics {
@@ -336,13 +353,6 @@ func TestBatchesModeSlowSource(t *testing.T) {
 		}
 		parts[n]++
 		mu.Unlock()
-		b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
-		return nil, nil, false
-	})
-	b.src.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.src.KeepControl()
-		b.src.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
-		return nil, nil, false
 	})
 	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
 	require.Equal(t, want, b.read("A.far", 3200))
@@ -382,16 +392,7 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 			b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
 			b.overlapOpts = append([]kgo.Opt{kgo.WithHooks(second)}, b.srcOpts...)
 			b.createTopic(b.srcAdm, "far", 4, nil)
-			b.src.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-				b.src.KeepControl()
-				b.src.SleepControl(func() { time.Sleep(60 * time.Millisecond) })
-				return nil, nil, false
-			})
-			b.src.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-				b.src.KeepControl()
-				b.src.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
-				return nil, nil, false
-			})
+			b.farSource(nil)
 			reg := prometheus.NewRegistry()
 			r, closeClients := b.replicator(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none",
 				fmt.Sprintf("mm2go.fetch.overlap.enabled = %v", overlap)), reg, zaptest.NewLogger(t))
