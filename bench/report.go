@@ -312,9 +312,18 @@ func (b *bench) markdown(rows []*summaryRow) string {
 		s.WriteString(b.wanSection())
 	}
 	s.WriteString("\nContenders:\n\n")
+	listed := map[string]bool{}
 	for _, c := range b.reps {
 		if b.wants(c.name) || c.eos {
 			fmt.Fprintf(&s, "* `%s`: %s\n", c.name, c.about)
+			listed[c.name] = true
+		}
+	}
+	for _, c := range b.reps {
+		// The WAN phase's NAME@RTT runs are described by their base.
+		if base := b.contender(c.base); c.wan && base != nil && !listed[c.base] {
+			fmt.Fprintf(&s, "* `%s` (WAN phase): %s\n", c.base, base.about)
+			listed[c.base] = true
 		}
 	}
 	if b.wants(perfProduce) || b.wants(perfCopy) {
