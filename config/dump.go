@@ -103,6 +103,7 @@ func (f *Flow) dump(sb *strings.Builder, forHash bool) {
 	}
 	line(keyThrottle, f.ThrottleBytesPerSecond)
 	line(keyFetchOverlap, f.FetchOverlap)
+	line(keyFetchFar, ms(f.FetchFarThreshold))
 	line(keyUseDefaultsFrom, f.UseDefaultsFrom)
 	line(keyTasksMax, f.TasksMax)
 	line(keyAdminTimeout, ms(f.AdminTimeout))

@@ -225,6 +225,13 @@ type Flow struct {
 	// instead of a whole one. Each record then crosses the link about
 	// twice while caught up; the second copy is dropped.
 	FetchOverlap bool
+	// FetchFarThreshold is mm2go's "mm2go.fetch.far.threshold.ms" (default
+	// 15 ms): in the batches mode, a source broker whose measured round
+	// trip is at least this is far away: while its partitions are behind
+	// they get larger fetches and two requests in flight, and while caught
+	// up, with FetchOverlap, overlapping requests. 0 treats every broker
+	// as far.
+	FetchFarThreshold time.Duration
 	// copyModeOrigin and fencingOrigin are the keys as written that set
 	// CopyMode and Fencing, "" where they took their defaults.
 	copyModeOrigin, fencingOrigin string
@@ -584,6 +591,7 @@ func (p *parser) buildFlow(s, t string) *Flow {
 	}
 	f.ThrottleBytesPerSecond = r.integer(keyThrottle, 0, 0, math.MaxInt64, "0..9223372036854775807 bytes per second")
 	f.FetchOverlap = r.boolean(keyFetchOverlap, false)
+	f.FetchFarThreshold = r.millis(keyFetchFar, 15*time.Millisecond, 0)
 	if e, ok := r.get(keyFetchOverlap); ok {
 		f.fetchOverlapOrigin = e.origin
 	}

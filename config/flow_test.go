@@ -412,18 +412,23 @@ func TestCopyMode(t *testing.T) {
 
 // TestFetchOverlap: mm2go.fetch.overlap.enabled is off by default, set per
 // flow, and has no effect (a warning naming the key) on a flow that copies
-// records.
+// records; mm2go.fetch.far.threshold.ms is 15 by default, 0 or more.
 func TestFetchOverlap(t *testing.T) {
 	c, ws := mustLoad(t, twoClusters+"b->a.enabled = true\na->b.mm2go.fetch.overlap.enabled = true\n")
 	require.Empty(t, warnOnly(ws))
 	require.True(t, c.Flow("a", "b").FetchOverlap)
 	require.False(t, c.Flow("b", "a").FetchOverlap)
+	require.Equal(t, 15*time.Millisecond, c.Flow("a", "b").FetchFarThreshold)
+	c, _ = mustLoad(t, twoClusters+"mm2go.fetch.far.threshold.ms = 0\n")
+	require.Zero(t, c.Flow("a", "b").FetchFarThreshold)
+	_, _, err := load(t, twoClusters+"mm2go.fetch.far.threshold.ms = -1\n", nil, t.TempDir())
+	require.ErrorContains(t, err, "mm2go.fetch.far.threshold.ms")
 
 	_, ws = mustLoad(t, twoClusters+"mm2go.fetch.overlap.enabled = true\na->b.mm2go.copy.mode = records\n")
 	require.Len(t, warnOnly(ws), 1)
 	require.Contains(t, warnOnly(ws)[0], "mm2go.fetch.overlap.enabled: no effect for flow a->b: only the batches copy mode")
 
-	_, _, err := load(t, twoClusters+"mm2go.fetch.overlap.enabled = sometimes\n", nil, t.TempDir())
+	_, _, err = load(t, twoClusters+"mm2go.fetch.overlap.enabled = sometimes\n", nil, t.TempDir())
 	require.ErrorContains(t, err, "mm2go.fetch.overlap.enabled")
 }
 

@@ -75,6 +75,9 @@ const (
 	// caught up, half a round trip after the first (lower latency, each
 	// record crosses the link twice).
 	keyFetchOverlap = "mm2go.fetch.overlap.enabled"
+	// keyFetchFar is mm2go's own key: the round trip in milliseconds from
+	// which the batches mode treats a source broker as far away.
+	keyFetchFar = "mm2go.fetch.far.threshold.ms"
 	// keyGroupSyncMode is mm2go's own key: when group-offset sync commits
 	// into target groups ("exact": only once the source group is empty;
 	// "periodic": MM2's rule).
@@ -166,7 +169,7 @@ func isConnectorKey(k string) bool {
 		keyHeartbeatsReplicationEnabled:
 		return true
 	// mm2go's own connector keys.
-	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyThrottle, keyFetchOverlap, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
+	case keyProvenanceHeaders, keyCopyMode, keyFencing, keyThrottle, keyFetchOverlap, keyFetchFar, keyGroupSyncMode, keyGroupSyncWatch, keyACLSyncMode, keyConfigsKeep:
 		return true
 	// MirrorCheckpointConfig.
 	case keyGroups, keyGroupsExclude, keyGroupFilterClass, keyRefreshGroupsEnabled, keyRefreshGroupsInterval,

@@ -19,7 +19,7 @@ import (
 
 // fetchLoop fetches the partitions that are copying and hands what it got to
 // the send goroutine. Each source leader has one Fetch request out, two
-// while it is far (see farRTT) and its partitions behind: then its
+// while it is far (see far) and its partitions behind: then its
 // partitions are fetched in two halves, each asked again as soon as its
 // response arrived, so that one half's request crosses the link while the
 // other's response is on its way back. A response is taken as soon as it
@@ -508,15 +508,13 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 	})
 }
 
-// farRTT: a source broker at least this many round-trip milliseconds away
-// (another region) bounds what one Fetch per partition carries: its
-// partitions get larger fetches (resize) and two requests in flight
-// (fetchLoop). A near one (the same data centre: well under a millisecond)
-// keeps max.partition.fetch.bytes, and so its memory bound.
-const farRTT = 15 * time.Millisecond
-
-// far reports leader's round trip and whether it is far away (farRTT). The
-// round trip is measured once, in the background, as the shortest of five
+// far reports leader's round trip and whether it is far away: at least
+// mm2go.fetch.far.threshold.ms (15 by default; another region). What one
+// Fetch per partition carries bounds a far broker's copy: its partitions get
+// larger fetches (resize) and two requests in flight (fetchLoop). A near one
+// (the same data centre: well under a millisecond) keeps
+// max.partition.fetch.bytes, and so its memory bound. The round trip is
+// measured once, in the background, as the shortest of five
 // Metadata requests for no topics 20 ms apart (which the broker answers at
 // once, unlike a Fetch that waits for data or carries megabytes; the
 // shortest, because a busy broker or machine only adds to it: one of three
@@ -551,13 +549,13 @@ func (fw *forwarder) far(ctx context.Context, leader int32) (time.Duration, bool
 				return
 			}
 			fw.rtt[leader] = best
-			if best >= farRTT {
+			if best >= fw.farRTT {
 				fw.r.log.Info("source broker is far away: larger fetches and two in flight while behind",
 					zap.Int32("broker", leader), zap.Duration("round_trip", best))
 			}
 		}()
 	}
-	return rtt, rtt >= farRTT
+	return rtt, rtt >= fw.farRTT
 }
 
 // resize sets what p's next Fetch asks for. A partition fetched at

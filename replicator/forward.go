@@ -96,6 +96,8 @@ type forwarder struct {
 	// have a connection.
 	overlap bool
 	lanes   []*kgo.Client
+	// farRTT is mm2go.fetch.far.threshold.ms (see far).
+	farRTT time.Duration
 
 	// srcStale and dstStale ask for the source's and the target's
 	// metadata to be reloaded before the next request.
@@ -165,6 +167,7 @@ func newForwarder(r *Replicator) *forwarder {
 		isolation:      kgo.ReadUncommitted(),
 		produceTimeout: dst.OptValue(kgo.ProduceRequestTimeout).(time.Duration),
 		overlap:        r.o.Flow.FetchOverlap,
+		farRTT:         r.o.Flow.FetchFarThreshold,
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
 		rtt:            make(map[int32]time.Duration),
