@@ -30,9 +30,10 @@ import (
 // up has two requests for all of them out, each sent half a cycle after the
 // other (overlapping; a cycle is the time a request with data takes, at
 // least the round trip): a record written at the source then waits at most
-// half a cycle, not a whole one, for a request to reach the broker. Both responses carry it; the later one's copy is dropped
-// (take: batches before the partition's next offset), which is what the
-// lower latency costs on the link. The two requests go on two connections
+// half a cycle, not a whole one, for a request to reach the broker. Both
+// responses carry it; the later one's copy is dropped (take: batches before
+// the partition's next offset), which is what the lower latency costs on
+// the link. The two requests go on two connections
 // (fw.lanes), each with one request out: a connection with a response
 // always on its way never goes idle, and a source broker whose kernel uses
 // BBR congestion control then cuts its window to four packets for 200 ms or
@@ -452,10 +453,13 @@ func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
 }
 
 // current calls fn for each partition of res's response that is still
-// copying and was fetched at or before its next offset (not failed, gone,
-// or restarted further on since): what the response holds before the next
-// offset (an overlapping request's, or a prediction that fell short) is
-// skipped by take and reencode.
+// copying (not failed or gone) and was fetched at its next offset, or before
+// it without an error (an overlapping request's, or a prediction that fell
+// short): take and reencode skip what it holds before the next offset. An
+// error answering an offset before the next one is stale: the log start it
+// reports out of range, say, may lie below records already copied, which
+// would be copied again. The partition's next request meets the error if
+// it still holds.
 func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicPartition)) {
 	find := make(map[tp]*partition, len(res.parts))
 	for _, p := range res.parts {
@@ -469,7 +473,8 @@ func (res fetchResult) current(fn func(*partition, *kmsg.FetchResponseTopicParti
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
-			if p := find[tp{topic, rp.Partition}]; p != nil && !p.failed.Load() && !p.removed.Load() && res.at[p] <= p.next {
+			if p := find[tp{topic, rp.Partition}]; p != nil && !p.failed.Load() && !p.removed.Load() &&
+				(res.at[p] == p.next || res.at[p] < p.next && rp.ErrorCode == 0) {
 				fn(p, rp)
 			}
 		}

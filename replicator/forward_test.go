@@ -456,6 +456,42 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 	}
 }
 
+// TestCurrent: which partitions of a Fetch response are taken: those
+// fetched at their next offset, with or without an error, and those fetched
+// before it without one (an overlapping request's); not one fetched before
+// it with an error (stale: an out-of-range answer there would move the
+// partition back over records already copied), nor one fetched past it, nor
+// a failed or removed partition.
+func TestCurrent(t *testing.T) {
+	outOfRange := kerr.OffsetOutOfRange.Code
+	tests := []struct {
+		name     string
+		at, next int64
+		code     int16
+		failed   bool
+		want     bool
+	}{
+		{"at next", 10, 10, 0, false, true},
+		{"at next, error", 10, 10, outOfRange, false, true},
+		{"before next", 7, 10, 0, false, true},
+		{"before next, error", 7, 10, outOfRange, false, false},
+		{"past next", 12, 10, 0, false, false},
+		{"failed", 10, 10, 0, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &partition{topic: "t", next: tt.next}
+			p.failed.Store(tt.failed)
+			res := fetchResult{parts: []*partition{p}, at: map[*partition]int64{p: tt.at}, names: map[[16]byte]string{}}
+			res.resp = &kmsg.FetchResponse{Topics: []kmsg.FetchResponseTopic{{Topic: "t",
+				Partitions: []kmsg.FetchResponseTopicPartition{{ErrorCode: tt.code}}}}}
+			taken := false
+			res.current(func(*partition, *kmsg.FetchResponseTopicPartition) { taken = true })
+			require.Equal(t, tt.want, taken)
+		})
+	}
+}
+
 // fetchWrites counts the Fetch requests a client wrote.
 type fetchWrites struct{ n atomic.Int64 }
 
