@@ -218,12 +218,13 @@ type Flow struct {
 	// over all its tasks in this process; 0 (the default) means no limit.
 	ThrottleBytesPerSecond int64
 	// FetchOverlap is mm2go's "mm2go.fetch.overlap.enabled" (default
-	// false): in the batches mode, a source broker at least 15 ms away
+	// false): in the batches mode, a far source broker (FetchFarThreshold)
 	// whose partitions are caught up gets two Fetch requests for all of
-	// them in flight, sent half a round trip apart, so that a new record
-	// waits at most half a round trip for a request to reach the broker
-	// instead of a whole one. Each record then crosses the link about
-	// twice while caught up; the second copy is dropped.
+	// them in flight, on two connections, each sent half a cycle (how long
+	// a request with data takes) after the other, so that a new record
+	// waits at most half a cycle for a request to reach the broker instead
+	// of a whole one. Each record then crosses the link about twice while
+	// caught up; the second copy is dropped.
 	FetchOverlap bool
 	// FetchFarThreshold is mm2go's "mm2go.fetch.far.threshold.ms" (default
 	// 15 ms): in the batches mode, a source broker whose measured round

@@ -72,8 +72,8 @@ const (
 	keyThrottle = "mm2go.throttle.bytes.per.second"
 	// keyFetchOverlap is mm2go's own key: whether the batches mode keeps a
 	// second Fetch in flight to a far source broker whose partitions are
-	// caught up, half a round trip after the first (lower latency, each
-	// record crosses the link twice).
+	// caught up, half a cycle after the first (lower latency, each record
+	// crosses the link twice).
 	keyFetchOverlap = "mm2go.fetch.overlap.enabled"
 	// keyFetchFar is mm2go's own key: the round trip in milliseconds from
 	// which the batches mode treats a source broker as far away.

@@ -200,7 +200,7 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 	for leader, ps := range by {
 		rtt, far := fw.far(ctx, leader)
 		halves := far && st.behind[leader]
-		overlap := far && !st.behind[leader] && fw.overlap
+		overlap := far && !st.behind[leader] && len(fw.lanes) > 1
 		if !overlap {
 			ps = slices.DeleteFunc(ps, func(p *partition) bool { return st.fetching[p] > 0 })
 		}

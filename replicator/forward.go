@@ -90,12 +90,11 @@ type forwarder struct {
 	// the record path's producer would: with the target producer's
 	// compression.type (franz-go's default: snappy).
 	compressor kgo.Compressor
-	// overlap is mm2go.fetch.overlap.enabled (see fetchLoop), and lanes
-	// the source clients Fetch requests go on: Source, and with overlap
-	// Options.SourceOverlap, so that two requests out to a broker each
-	// have a connection.
-	overlap bool
-	lanes   []*kgo.Client
+	// lanes are the source clients Fetch requests go on: Source, and
+	// under mm2go.fetch.overlap.enabled Options.SourceOverlap, so that the
+	// two overlapping requests out to a broker (see fetchLoop) each have a
+	// connection. One lane: no overlapping requests.
+	lanes []*kgo.Client
 	// farRTT is mm2go.fetch.far.threshold.ms (see far).
 	farRTT time.Duration
 
@@ -166,7 +165,6 @@ func newForwarder(r *Replicator) *forwarder {
 		maxWait:        int32(src.OptValue(kgo.FetchMaxWait).(time.Duration).Milliseconds()),
 		isolation:      kgo.ReadUncommitted(),
 		produceTimeout: dst.OptValue(kgo.ProduceRequestTimeout).(time.Duration),
-		overlap:        r.o.Flow.FetchOverlap,
 		farRTT:         r.o.Flow.FetchFarThreshold,
 		decompressor:   kgo.DefaultDecompressor(),
 		src:            make(map[string]topicMeta),
@@ -181,7 +179,7 @@ func newForwarder(r *Replicator) *forwarder {
 		fw.compressor, _ = kgo.DefaultCompressor(codecs...)
 	}
 	fw.lanes = []*kgo.Client{src}
-	if fw.overlap && r.o.SourceOverlap != nil {
+	if r.o.Flow.FetchOverlap && r.o.SourceOverlap != nil {
 		fw.lanes = append(fw.lanes, r.o.SourceOverlap)
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {

@@ -80,9 +80,9 @@ type Options struct {
 	SourceReader *kgo.Client
 	// SourceOverlap is a second client of the source, built like Source,
 	// for the batches mode's overlapping Fetch requests
-	// (Flow.FetchOverlap): each of a far broker's two requests out then
-	// has a connection of its own (see fetchLoop). Nil: they share
-	// Source's.
+	// (Flow.FetchOverlap), which need it: each of a far broker's two
+	// requests out has a connection of its own (see fetchLoop). Nil: no
+	// overlapping requests.
 	SourceOverlap *kgo.Client
 	// SyncProducer writes MM2's offset syncs when the flow keeps them on
 	// the source cluster (offset-syncs.topic.location=source, the
