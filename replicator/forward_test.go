@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -402,7 +403,7 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 			go func() { done <- r.Run(ctx) }()
 			defer func() {
 				cancel()
-				<-done
+				assert.NoError(t, <-done, "Run after cancel")
 			}()
 
 			// A trickle for 1.2 s: one record per partition every 20 ms,
