@@ -74,6 +74,7 @@ func wanListenerProps(port int, addr string) string {
 type wanLink struct {
 	root, near *os.File
 	oneWay     atomic.Int64 // delay of source packets each way, nanoseconds
+	fromSource atomic.Int64 // bytes of the IP packets the source sent across
 	wg         sync.WaitGroup
 	wmem       string // tcp_wmem before, "" if unchanged
 	logf       func(string, ...any)
@@ -152,8 +153,10 @@ func openWAN(ctx context.Context, logf func(string, ...any)) (_ *wanLink, err er
 	}
 	src := net.ParseIP(wanSourceAddr).To4()
 	const srcAt, dstAt = 12, 16 // offsets of the addresses in an IPv4 header
-	w.wg.Go(func() { w.pump(w.near, w.root, func(p []byte) bool { return ipv4At(p, dstAt).Equal(src) }) })
-	w.wg.Go(func() { w.pump(w.root, w.near, func(p []byte) bool { return ipv4At(p, srcAt).Equal(src) }) })
+	w.wg.Go(func() { w.pump(w.near, w.root, func(p []byte) bool { return ipv4At(p, dstAt).Equal(src) }, nil) })
+	w.wg.Go(func() {
+		w.pump(w.root, w.near, func(p []byte) bool { return ipv4At(p, srcAt).Equal(src) }, &w.fromSource)
+	})
 	return w, nil
 }
 
@@ -173,7 +176,8 @@ func (w *wanLink) setRTT(rtt time.Duration) { w.oneWay.Store(int64(rtt / 2)) }
 // pump moves packets from one device to the other until from is closed:
 // those delayed reports true for wait the one-way delay in a queue (in
 // order: the delay is the same for all), the others are written at once.
-func (w *wanLink) pump(from, to *os.File, delayed func([]byte) bool) {
+// The delayed packets' bytes are added to carried, if not nil.
+func (w *wanLink) pump(from, to *os.File, delayed func([]byte) bool, carried *atomic.Int64) {
 	type packet struct {
 		b   []byte
 		due time.Time
@@ -202,7 +206,11 @@ func (w *wanLink) pump(from, to *os.File, delayed func([]byte) bool) {
 			return
 		}
 		d := time.Duration(w.oneWay.Load())
-		if d <= 0 || !delayed(buf[:n]) {
+		far := delayed(buf[:n])
+		if far && carried != nil {
+			carried.Add(int64(n))
+		}
+		if d <= 0 || !far {
 			if _, err := to.Write(buf[:n]); err != nil && !errors.Is(err, os.ErrClosed) {
 				w.logf("wan link: write: %v", err)
 			}
@@ -319,11 +327,18 @@ func (b *bench) wanPhase(ctx context.Context) error {
 }
 
 // overLink runs a WAN run and notes in its result the packets the delay
-// line dropped meanwhile: a loss costs TCP a retransmission, the latency
-// of a run with drops has stalls a lossless link would not have.
+// line dropped meanwhile (a loss costs TCP a retransmission, the latency
+// of a run with drops has stalls a lossless link would not have) and the
+// bytes the source sent across, what a cross-region link is paid by.
 func (b *bench) overLink(ctx context.Context, run func() runResult) runResult {
 	before, err := b.wan.dropped(ctx)
+	carried := b.wan.fromSource.Load()
 	res := run()
+	res.LinkBytes = b.wan.fromSource.Load() - carried
+	if res.Bytes > 0 {
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" link from the source %.1f MB, %.2f per MB copied", float64(res.LinkBytes)/1e6, float64(res.LinkBytes)/float64(res.Bytes)))
+	}
+	b.logf("WAN link: %s %s: the source sent %.1f MB across", res.Phase, res.Contender, float64(res.LinkBytes)/1e6)
 	after, err2 := b.wan.dropped(ctx)
 	switch {
 	case err != nil || err2 != nil:
