@@ -95,6 +95,9 @@ type forwarder struct {
 	// two overlapping requests out to a broker (see fetchLoop) each have a
 	// connection. One lane: no overlapping requests.
 	lanes []*kgo.Client
+	// sendLanes are the target clients Produce requests go on: Target,
+	// and Options.TargetSecond when given (see sendLoop).
+	sendLanes []*kgo.Client
 	// farRTT is mm2go.fetch.far.threshold.ms (see far).
 	farRTT time.Duration
 
@@ -179,6 +182,10 @@ func newForwarder(r *Replicator) *forwarder {
 		fw.compressor, _ = kgo.DefaultCompressor(codecs...)
 	}
 	fw.lanes = []*kgo.Client{src}
+	fw.sendLanes = []*kgo.Client{r.o.Target}
+	if r.o.TargetSecond != nil {
+		fw.sendLanes = append(fw.sendLanes, r.o.TargetSecond)
+	}
 	if r.o.Flow.FetchOverlap && r.o.SourceOverlap != nil {
 		fw.lanes = append(fw.lanes, r.o.SourceOverlap)
 	}

@@ -146,6 +146,28 @@ func TestBatchesModeSeveralLeaders(t *testing.T) {
 	require.NoError(t, stop())
 }
 
+// TestBatchesModeTwoConnections: the batches mode sends its Produce
+// requests on two connections to the target broker (Options.TargetSecond),
+// each carrying some of the partitions, one batch per partition in flight:
+// a backlog of many batches per partition is copied once and in order.
+func TestBatchesModeTwoConnections(t *testing.T) {
+	b := newBed(t)
+	second := &writes{key: kmsg.Produce}
+	b.secondOpts = []kgo.Opt{kgo.WithHooks(second)}
+	b.createTopic(b.srcAdm, "two", 8, nil)
+	want := map[int32][]record{}
+	for i := range 20 { // 20 batches per partition
+		for p, rs := range b.produce("two", 8, i*25, 25) {
+			want[p] = append(want[p], rs...)
+		}
+	}
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), prometheus.NewRegistry())
+	require.Equal(t, want, b.read("A.two", 500))
+	require.NoError(t, stop())
+	require.Positive(t, second.n.Load(), "Produce requests on the second connection")
+	require.Equal(t, int64(500), b.copied("A.two"), "no record copied twice")
+}
+
 // TestBatchesModeFencesTheOlderWriter: with mm2go.copy.fencing = epoch, a
 // second writer of the same flow (a paused holder's successor, a duplicate
 // instance) fences the first: the
@@ -389,7 +411,7 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 	for _, overlap := range []bool{true, false} {
 		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) {
 			b := newBed(t)
-			second := &fetchWrites{}
+			second := &writes{key: kmsg.Fetch}
 			b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
 			b.overlapOpts = append([]kgo.Opt{kgo.WithHooks(second)}, b.srcOpts...)
 			b.createTopic(b.srcAdm, "far", 4, nil)
@@ -493,12 +515,15 @@ func TestCurrent(t *testing.T) {
 	}
 }
 
-// fetchWrites counts the Fetch requests a client wrote.
-type fetchWrites struct{ n atomic.Int64 }
+// writes counts the requests of one kind a client wrote.
+type writes struct {
+	key kmsg.Key
+	n   atomic.Int64
+}
 
-func (f *fetchWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if key == int16(kmsg.Fetch) && err == nil {
-		f.n.Add(1)
+func (w *writes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(w.key) && err == nil {
+		w.n.Add(1)
 	}
 }
 

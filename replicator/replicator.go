@@ -84,6 +84,11 @@ type Options struct {
 	// requests out has a connection of its own (see fetchLoop). Nil: no
 	// overlapping requests.
 	SourceOverlap *kgo.Client
+	// TargetSecond is a second client of the target, built like Target
+	// (ProducerOpts, its own client id), for the batches copy mode: its
+	// Produce requests go on both, a connection each (see the forwarder's
+	// sendLoop). Nil: Target alone. Closed by the caller.
+	TargetSecond *kgo.Client
 	// SyncProducer writes MM2's offset syncs when the flow keeps them on
 	// the source cluster (offset-syncs.topic.location=source, the
 	// default); it may be nil when offset syncs are disabled or on the

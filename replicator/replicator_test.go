@@ -44,6 +44,9 @@ type bed struct {
 	// overlapOpts to those of its second source client (a flow with
 	// mm2go.fetch.overlap.enabled).
 	srcOpts, overlapOpts []kgo.Opt
+	// secondOpts are added to those of the second target client (the
+	// batches mode's, Options.TargetSecond).
+	secondOpts []kgo.Opt
 	// task and tasks are the task the next replicator started runs.
 	task, tasks int
 	// drain is the next replicator's DrainTimeout (0: the default).
@@ -154,6 +157,10 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	}
 	srcAdm := mk(b.src)
 	dst := mk(b.dst, ProducerOpts()...)
+	var dstSecond *kgo.Client
+	if f.CopyMode == config.CopyBatches && !f.ExactlyOnce {
+		dstSecond = mk(b.dst, append(ProducerOpts(), b.secondOpts...)...)
+	}
 	dstAdm := mk(b.dst)
 	reader := mk(b.dst, itopic.ReaderOpts()...)
 	srcReader := mk(b.src, itopic.ReaderOpts()...)
@@ -165,7 +172,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
 		Source: src, SourceOverlap: srcOverlap, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
-		Target: dst, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
+		Target: dst, TargetSecond: dstSecond, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
 		Task: b.task, Tasks: b.tasks, DrainTimeout: b.drain,
@@ -176,7 +183,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 			c.Close()
 		}
-		for _, c := range []*kgo.Client{txnCl, srcOverlap} {
+		for _, c := range []*kgo.Client{txnCl, srcOverlap, dstSecond} {
 			if c != nil {
 				c.Close()
 			}

@@ -358,6 +358,15 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	if err != nil {
 		return err
 	}
+	var dstSecond *kgo.Client
+	if f.CopyMode == config.CopyBatches && !f.ExactlyOnce {
+		// The batches mode's Produce requests go on two connections
+		// (replicator.Options.TargetSecond).
+		id := f.Client(config.RoleTargetProducer).ID + suffix + "-second"
+		if dstSecond, err = newClient(config.RoleTargetProducer, append(replicator.ProducerOpts(), kgo.ClientID(id))...); err != nil {
+			return err
+		}
+	}
 	dstAdmin, err := newClient(config.RoleTargetAdmin)
 	if err != nil {
 		return err
@@ -394,6 +403,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		Policy:           policyFor(f),
 		Source:           src,
 		SourceOverlap:    srcOverlap,
+		TargetSecond:     dstSecond,
 		SourceAdmin:      kadm.NewClient(srcAdmin),
 		Target:           dst,
 		Transactional:    txnProducer,
