@@ -29,8 +29,9 @@ import (
 // the record path's acknowledgements do, and progress, offset syncs, lag and
 // the stall-and-retry of a refused partition work unchanged.
 //
-// A Produce request carries one batch per partition, and each target
-// leader has one request out, so each partition has one batch in flight: a
+// A Produce request carries one batch per partition, and a partition is in
+// one request out at a time (each target leader has one out per
+// connection, see sendLoop), so each partition has one batch in flight: a
 // refused batch leaves no later batch of its partition written. Retriable
 // errors re-send the same batch with the same sequence, which the broker
 // de-duplicates; an error that loses the producer's state (unknown producer
