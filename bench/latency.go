@@ -198,6 +198,7 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, load latLo
 	}
 	res.Records = want
 	res.Bytes = want * recordBytes(load.valueSize)
+	res.RunBytes = snd.sent.Load() * recordBytes(load.valueSize)
 	res.Wall = winEnd.Sub(winStart)
 	res.P50, res.P99, res.PMax = percentile(lat, 50), percentile(lat, 99), lat[len(lat)-1]
 	if sent := snd.sentRate(); sent < 0.95*float64(load.rate) {

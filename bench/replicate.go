@@ -31,9 +31,10 @@ type runResult struct {
 
 	Records int64 // records copied (backlog) or measured (latency)
 	Bytes   int64 // payload bytes copied, see recordBytes
-	// LinkBytes is what the source sent across the WAN phase's link during
-	// the run (IP packets), 0 outside it.
-	LinkBytes int64
+	// RunBytes is, in the latency phase, the payload of every record sent
+	// during the run (warm-up and window), which the replicator copied;
+	// 0 elsewhere, where Bytes is all that was copied.
+	RunBytes int64
 
 	Wall  time.Duration // start of the process to the last record on the target
 	First time.Duration // start of the process to the first record on the target

@@ -334,11 +334,15 @@ func (b *bench) overLink(ctx context.Context, run func() runResult) runResult {
 	before, err := b.wan.dropped(ctx)
 	carried := b.wan.fromSource.Load()
 	res := run()
-	res.LinkBytes = b.wan.fromSource.Load() - carried
-	if res.Bytes > 0 {
-		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" link from the source %.1f MB, %.2f per MB copied", float64(res.LinkBytes)/1e6, float64(res.LinkBytes)/float64(res.Bytes)))
+	carried = b.wan.fromSource.Load() - carried
+	copied := res.Bytes
+	if res.RunBytes > 0 {
+		copied = res.RunBytes
 	}
-	b.logf("WAN link: %s %s: the source sent %.1f MB across", res.Phase, res.Contender, float64(res.LinkBytes)/1e6)
+	if copied > 0 {
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" link from the source %.1f MB, %.2f per MB copied", float64(carried)/1e6, float64(carried)/float64(copied)))
+	}
+	b.logf("WAN link: %s %s: the source sent %.1f MB across", res.Phase, res.Contender, float64(carried)/1e6)
 	after, err2 := b.wan.dropped(ctx)
 	switch {
 	case err != nil || err2 != nil:

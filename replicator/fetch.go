@@ -46,7 +46,7 @@ import (
 // 10 s), the other's responses carry the same records. Asking the second
 // where the first would end instead (guessed from how fast the source's
 // end moved) carried a quarter fewer bytes in the benchmark (1.4-1.6 bytes
-// across per byte copied, against 1.9-2.1), but then a stalled request held
+// across per byte, against 1.9-2.1), but then a stalled request held
 // back every record after it, the other's response lying past a gap:
 // latency maxima of 260-340 ms in three of sixteen runs at 80 ms.
 func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed <-chan struct{}) error {
