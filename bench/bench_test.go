@@ -131,6 +131,15 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// TestReceiverDuplicates: a send time that arrived twice or three times
+// counts once; those outside the window do not count.
+func TestReceiverDuplicates(t *testing.T) {
+	r := &receiver{sent: []int64{1, 2, 2, 3, 3, 3, 4, 9, 9}}
+	require.Equal(t, 2, r.duplicates(0, 5))
+	require.Equal(t, 0, r.duplicates(4, 9))
+	require.Equal(t, 1, r.duplicates(4, 10))
+}
+
 func TestSplitProps(t *testing.T) {
 	require.Equal(t, []string{"a = 1", "{T}.b=2"}, splitProps(" a = 1 ;; {T}.b=2 ; "))
 	require.Empty(t, splitProps(""))

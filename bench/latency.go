@@ -157,9 +157,13 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, load latLo
 			return res
 		}
 	}
-	winStart = time.Now()
+	// The window opens a moment after it is set: a record stamped from its
+	// start on is then stamped after the sender can see it, so the sender
+	// counts every record the receiver will (one set at once raced with a
+	// record stamped in between: counted on arrival only).
+	winStart = time.Now().Add(time.Millisecond)
 	snd.window(winStart.UnixNano(), winStart.Add(b.o.latDuration).UnixNano())
-	sleepCtx(ctx, b.o.latDuration)
+	sleepCtx(ctx, time.Until(winStart.Add(b.o.latDuration)))
 	winEnd := time.Now()
 	if perfRec != nil {
 		_ = perfRec.Process.Signal(syscall.SIGINT)
@@ -189,7 +193,7 @@ func (b *bench) latency(ctx context.Context, c *contender, round int, load latLo
 	}
 	lat := rcv.latencies(lo, hi, filepath.Join(l.dir, "latency.csv"))
 	if int64(len(lat)) != want {
-		res.Err = fmt.Sprintf("%d records sent in the window arrived, %d were sent (more: duplicates)", len(lat), want)
+		res.Err = fmt.Sprintf("%d records sent in the window arrived, %d were sent, %d arrived more than once", len(lat), want, rcv.duplicates(lo, hi))
 		return res
 	}
 	if want == 0 {
@@ -331,6 +335,23 @@ func (r *receiver) count(lo, hi int64) int64 {
 	for _, s := range r.sent {
 		if s >= lo && s < hi {
 			n++
+		}
+	}
+	return n
+}
+
+// duplicates returns how many records sent in [lo, hi) arrived more than
+// once (each record's send time, in nanoseconds, is its own).
+func (r *receiver) duplicates(lo, hi int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[int64]int{}
+	n := 0
+	for _, s := range r.sent {
+		if s >= lo && s < hi {
+			if seen[s]++; seen[s] == 2 {
+				n++
+			}
 		}
 	}
 	return n
