@@ -554,6 +554,54 @@ func TestPredict(t *testing.T) {
 	ahead := map[*partition]int64{}
 	(&forwarder{}).predict(res, ahead)
 	require.Equal(t, map[*partition]int64{ps[0]: 17, ps[1]: 10, ps[3]: 17}, ahead)
+
+	// The sizes the next request asks by: the cut batch's and the largest
+	// whole one's.
+	largest := int32(max(len(batch(5, 3)), len(batch(15, 2))))
+	require.Equal(t, [2]int32{int32(len(cut)), largest}, [2]int32{ps[0].cut, ps[0].largest})
+	require.Equal(t, [2]int32{0, largest}, [2]int32{ps[3].cut, ps[3].largest}, "a response that ends at a batch's end cuts none")
+	require.Equal(t, [2]int32{0, 0}, [2]int32{ps[1].cut, ps[1].largest})
+}
+
+// TestFetchAsk: a partition's next Fetch asks for the batch its last
+// response cut off and as many more as fit in the limit at the size of the
+// largest batch seen, so that the response ends at a batch's end; after a
+// response that ended at a batch's end, as many of the largest as fit and
+// an eighth of one more; the limit when nothing came; a cut batch larger
+// than the limit whole. A cut batch is read from its header.
+func TestFetchAsk(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name                string
+		limit, cut, largest int32
+		want                int32
+	}{
+		{"empty response: the limit", mib, 0, 0, mib},
+		{"batches over half the limit: one at a time", mib, 550_000, 548_000, 550_000},
+		{"no whole batch seen: sized by the cut one", mib, 550_000, 0, 550_000},
+		{"small batches: as many as fit", mib, 16_000, 16_500, 16_000 + 62*16_500},
+		{"a larger whole batch sets the step", mib, 300_000, 400_000, 700_000},
+		{"larger than the limit: whole", mib, 3 * mib, 0, 3 * mib},
+		{"exactly the limit", mib, mib, 0, mib},
+		{"a grown limit takes more", 6 * mib, 550_000, 550_000, 550_000 * 11},
+		{"nothing cut: the largest and an eighth", mib, 0, 550_000, 550_000 + 68_750},
+		{"nothing cut, small batches: as many as fit and an eighth", mib, 0, 16_000, 65*16_000 + 2_000},
+		{"nothing cut, a batch near the limit: the limit", mib, 0, mib - 1000, mib},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := fetchAsk(tt.limit, tt.cut, tt.largest)
+			require.Equal(t, tt.want, got)
+			require.LessOrEqual(t, got, max(tt.limit, tt.cut), "never more than the limit, or the cut batch alone")
+		})
+	}
+
+	b := encodeBatch(testRecords()[:3], nil)
+	require.Equal(t, int32(len(b)), cutBatch(b[:len(b)-1]), "a batch cut one byte short")
+	require.Equal(t, int32(len(b)), cutBatch(b[:12]), "its header's length field alone")
+	require.Zero(t, cutBatch(b[:11]), "too short to tell")
+	require.Zero(t, cutBatch(b), "a whole batch is not cut")
+	require.Zero(t, cutBatch(nil))
 }
 
 // TestMergeHead: the small batches queued for a partition (fetches that

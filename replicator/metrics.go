@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Records the target acknowledged, by flow and source topic (replaces MM2's record-count).",
 			"flow", "topic"),
 		refetched: counter("mm2go_replicator_fetch_refetched_bytes_total",
-			"Fetched bytes dropped because an earlier response of the batches copy mode had brought them: what the overlapping requests of mm2go.fetch.overlap.enabled cost on the link (summed over the flow's tasks in this process).",
+			"Fetched bytes the batches copy mode dropped: a batch cut off at the end of a response (fetched again whole by the next request), or bytes an earlier response had brought (what the overlapping requests of mm2go.fetch.overlap.enabled cost on the link); summed over the flow's tasks in this process.",
 			"flow"),
 		throttled: counter("mm2go_replicator_throttled_seconds_total",
 			"Time the copy waited to stay within mm2go.throttle.bytes.per.second (summed over the flow's tasks in this process).",

@@ -60,8 +60,13 @@ type partition struct {
 	retryAt  time.Time
 	backoff  loop.Backoff
 	// fetchSize is what the batches mode's next Fetch asks of the
-	// partition (0: max.partition.fetch.bytes); see forwarder.resize.
+	// partition at most (0: max.partition.fetch.bytes); see
+	// forwarder.resize.
 	fetchSize int32
+	// cut is the size of the batch the partition's last response ended
+	// in the middle of (0: none), largest that of the largest whole batch
+	// in it: the next Fetch asks for whole batches (fetchAsk).
+	cut, largest int32
 
 	// seq is the sequence number of the partition's next batch in the
 	// batches copy mode; the forwarder's send goroutine only.
