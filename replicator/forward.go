@@ -92,10 +92,12 @@ type forwarder struct {
 	// compression.type (franz-go's default: snappy).
 	compressor kgo.Compressor
 	// lanes are the source clients Fetch requests go on: Source, and
-	// under mm2go.fetch.overlap.enabled Options.SourceOverlap, so that the
-	// two overlapping requests out to a broker (see fetchLoop) each have a
-	// connection. One lane: no overlapping requests.
+	// Options.SourceSecond when given, so that a far broker's two requests
+	// out (see fetchLoop) each have a connection. One lane: no
+	// overlapping requests.
 	lanes []*kgo.Client
+	// overlap: mm2go.fetch.overlap.enabled, and a second lane for it.
+	overlap bool
 	// sendLanes are the target clients Produce requests go on: Target,
 	// and Options.TargetSecond when given (see sendLoop).
 	sendLanes []*kgo.Client
@@ -187,8 +189,9 @@ func newForwarder(r *Replicator) *forwarder {
 	if r.o.TargetSecond != nil {
 		fw.sendLanes = append(fw.sendLanes, r.o.TargetSecond)
 	}
-	if r.o.Flow.FetchOverlap && r.o.SourceOverlap != nil {
-		fw.lanes = append(fw.lanes, r.o.SourceOverlap)
+	if r.o.SourceSecond != nil {
+		fw.lanes = append(fw.lanes, r.o.SourceSecond)
+		fw.overlap = r.o.Flow.FetchOverlap
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
 		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)

@@ -349,12 +349,16 @@ func (b *bed) farSource(onFetch func(*kmsg.FetchRequest)) {
 // TestBatchesModeSlowSource: a source that answers every request after
 // 30 ms or more (a far-away cluster) while partitions are behind gets larger
 // fetches per partition and two requests in flight, each for half of the
-// partitions; the copy is still every record once, in order, with an exact
-// offset map.
+// partitions, on two connections (the second client sends Fetch requests
+// for partitions too, not only the empty one that opens its connection
+// once the source is found far); the copy is still every record once, in
+// order, with an exact offset map.
 func TestBatchesModeSlowSource(t *testing.T) {
 	b := newBed(t)
 	const kib = 1 << 10
 	b.srcOpts = []kgo.Opt{kgo.FetchMaxBytes(64 * kib), kgo.FetchMaxPartitionBytes(kib)}
+	second := &writes{key: kmsg.Fetch}
+	b.srcSecondOpts = []kgo.Opt{kgo.WithHooks(second)}
 	b.createTopic(b.srcAdm, "far", 4, nil)
 	want := map[int32][]record{}
 	for i := range 80 { // 80 small batches per partition: time to tell the source is far
@@ -392,6 +396,8 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Positive(t, parts[2], "requests for half of the partitions (two in flight): %v", parts)
+	least, most := second.sizes()
+	require.Greater(t, most, least, "Fetch requests for partitions on the second client's connection, besides the empty one that opens it")
 	require.Greater(t, largest, int32(kib), "a partition asked for more than max.partition.fetch.bytes")
 	require.LessOrEqual(t, largest, int32(64*kib/4), "at most its share of fetch.max.bytes")
 }
@@ -405,7 +411,7 @@ func TestBatchesModeSlowSource(t *testing.T) {
 // transactions in it, committed and aborted (read_committed: decoded and
 // encoded again), is copied once, in order, and the offset map reaches the
 // last record. The second client
-// (Options.SourceOverlap, a connection of its own) sends Fetch requests too.
+// (Options.SourceSecond, a connection of its own) sends Fetch requests too.
 // Without the key, nothing is fetched twice.
 func TestBatchesModeOverlappingFetches(t *testing.T) {
 	for _, overlap := range []bool{true, false} {
@@ -413,7 +419,7 @@ func TestBatchesModeOverlappingFetches(t *testing.T) {
 			b := newBed(t)
 			second := &writes{key: kmsg.Fetch}
 			b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
-			b.overlapOpts = append([]kgo.Opt{kgo.WithHooks(second)}, b.srcOpts...)
+			b.srcSecondOpts = append([]kgo.Opt{kgo.WithHooks(second)}, b.srcOpts...)
 			b.createTopic(b.srcAdm, "far", 4, nil)
 			b.farSource(nil)
 			reg := prometheus.NewRegistry()
@@ -515,16 +521,31 @@ func TestCurrent(t *testing.T) {
 	}
 }
 
-// writes counts the requests of one kind a client wrote.
+// writes counts the requests of one kind a client wrote, and the smallest
+// and largest in bytes.
 type writes struct {
-	key kmsg.Key
-	n   atomic.Int64
+	key         kmsg.Key
+	n           atomic.Int64
+	mu          sync.Mutex
+	least, most int
 }
 
-func (w *writes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+func (w *writes) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
 	if key == int16(w.key) && err == nil {
-		w.n.Add(1)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.n.Add(1) == 1 || bytes < w.least {
+			w.least = bytes
+		}
+		w.most = max(w.most, bytes)
 	}
+}
+
+// sizes returns the smallest and largest request written.
+func (w *writes) sizes() (least, most int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.least, w.most
 }
 
 // TestPredict: the offset a partition continues at after a response is

@@ -78,12 +78,14 @@ type Options struct {
 	// target already holds; build it like Source (same isolation level)
 	// with kgo.KeepControlRecords.
 	SourceReader *kgo.Client
-	// SourceOverlap is a second client of the source, built like Source,
-	// for the batches mode's overlapping Fetch requests
-	// (Flow.FetchOverlap), which need it: each of a far broker's two
-	// requests out has a connection of its own (see fetchLoop). Nil: no
-	// overlapping requests.
-	SourceOverlap *kgo.Client
+	// SourceSecond is a second client of the source, built like Source
+	// (ConsumerOpts, its own client id), for the batches copy mode: a far
+	// broker's two Fetch requests out, for halves of its partitions while
+	// they are behind or overlapping under Flow.FetchOverlap, go on a
+	// connection each (see fetchLoop), and it is opened only for such a
+	// broker. Nil: one connection, and no overlapping requests. Closed by
+	// the caller.
+	SourceSecond *kgo.Client
 	// TargetSecond is a second client of the target, built like Target
 	// (ProducerOpts, its own client id), for the batches copy mode: its
 	// Produce requests go on both, a connection each (see the forwarder's

@@ -41,9 +41,9 @@ type bed struct {
 	// last is the replicator last started.
 	last *Replicator
 	// srcOpts are added to the replicator's source client options,
-	// overlapOpts to those of its second source client (a flow with
-	// mm2go.fetch.overlap.enabled).
-	srcOpts, overlapOpts []kgo.Opt
+	// srcSecondOpts to those of its second source client (the batches
+	// mode's, Options.SourceSecond).
+	srcOpts, srcSecondOpts []kgo.Opt
 	// secondOpts are added to those of the second target client (the
 	// batches mode's, Options.TargetSecond).
 	secondOpts []kgo.Opt
@@ -151,9 +151,9 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	}
 	b.pool = newFetchPool()
 	src := mk(b.src, append(append(consumerOpts(b.pool), kgo.FetchMaxWait(500*time.Millisecond)), b.srcOpts...)...)
-	var srcOverlap *kgo.Client
-	if f.FetchOverlap {
-		srcOverlap = mk(b.src, append(append(consumerOpts(newFetchPool()), kgo.FetchMaxWait(500*time.Millisecond)), b.overlapOpts...)...)
+	var srcSecond *kgo.Client
+	if f.CopyMode == config.CopyBatches {
+		srcSecond = mk(b.src, append(append(consumerOpts(newFetchPool()), kgo.FetchMaxWait(500*time.Millisecond)), b.srcSecondOpts...)...)
 	}
 	srcAdm := mk(b.src)
 	dst := mk(b.dst, ProducerOpts()...)
@@ -171,7 +171,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	}
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
-		Source: src, SourceOverlap: srcOverlap, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
+		Source: src, SourceSecond: srcSecond, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
 		Target: dst, TargetSecond: dstSecond, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
 		Log: log, Registerer: reg,
 		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
@@ -183,7 +183,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		for _, c := range []*kgo.Client{syncs, srcReader, reader, dstAdm, dst, srcAdm, src} {
 			c.Close()
 		}
-		for _, c := range []*kgo.Client{txnCl, srcOverlap, dstSecond} {
+		for _, c := range []*kgo.Client{txnCl, srcSecond, dstSecond} {
 			if c != nil {
 				c.Close()
 			}

@@ -341,12 +341,12 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 	if err != nil {
 		return err
 	}
-	var srcOverlap *kgo.Client
-	if f.FetchOverlap && f.CopyMode == config.CopyBatches {
-		// The second of two overlapping Fetch requests goes on a
-		// connection of its own (replicator.Options.SourceOverlap).
-		id := f.Client(config.RoleSourceConsumer).ID + suffix + "-overlap"
-		if srcOverlap, err = newClient(config.RoleSourceConsumer, append(replicator.ConsumerOpts(), kgo.ClientID(id))...); err != nil {
+	var srcSecond *kgo.Client
+	if f.CopyMode == config.CopyBatches {
+		// A far source broker's two Fetch requests out go on two
+		// connections (replicator.Options.SourceSecond).
+		id := f.Client(config.RoleSourceConsumer).ID + suffix + "-second"
+		if srcSecond, err = newClient(config.RoleSourceConsumer, append(replicator.ConsumerOpts(), kgo.ClientID(id))...); err != nil {
 			return err
 		}
 	}
@@ -402,7 +402,7 @@ func (fr *flowRunner) runWorkers(ctx context.Context, task, tasks int) (err erro
 		Flow:             f,
 		Policy:           policyFor(f),
 		Source:           src,
-		SourceOverlap:    srcOverlap,
+		SourceSecond:     srcSecond,
 		TargetSecond:     dstSecond,
 		SourceAdmin:      kadm.NewClient(srcAdmin),
 		Target:           dst,
