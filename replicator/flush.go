@@ -11,8 +11,13 @@ import (
 	"github.com/mm2go/mm2go/internal/loop"
 )
 
-// flushLoop stores progress every offset.flush.interval.ms.
-func (r *Replicator) flushLoop(ctx context.Context) error {
+// flushLoop stores progress every offset.flush.interval.ms until ctx ends.
+// It writes with produceCtx, which outlives ctx by the drain: a write cut
+// off by ctx would fail the offset syncs of the final flush too when it
+// was the sync producer's first (franz-go initializes the producer id with
+// the context of the records that asked for it, and a failed
+// initialization fails every record waiting for it).
+func (r *Replicator) flushLoop(ctx, produceCtx context.Context) error {
 	interval := r.o.Flow.OffsetFlushInterval
 	if interval <= 0 {
 		interval = time.Second
@@ -32,7 +37,7 @@ func (r *Replicator) flushLoop(ctx context.Context) error {
 			}
 		}
 		lastFlush = time.Now()
-		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+		if err := r.flush(produceCtx); err != nil && ctx.Err() == nil {
 			r.m.error(r.flow, reasonProgressWrite)
 			r.log.Warn("store progress; retried at the next interval", zap.Error(err))
 		}

@@ -405,10 +405,10 @@ func (r *Replicator) Run(ctx context.Context) error {
 		g.Go(func() error { return r.txnLoop(gctx, produceCtx) })
 	case r.fw != nil:
 		g.Go(func() error { return r.forward(gctx, produceCtx) })
-		g.Go(func() error { return r.flushLoop(gctx) })
+		g.Go(func() error { return r.flushLoop(gctx, produceCtx) })
 	default:
 		g.Go(func() error { return r.pollLoop(gctx, produceCtx) })
-		g.Go(func() error { return r.flushLoop(gctx) })
+		g.Go(func() error { return r.flushLoop(gctx, produceCtx) })
 	}
 	g.Go(func() error { return r.lagLoop(gctx) })
 	g.Go(func() error { return r.refreshLoop(gctx) })

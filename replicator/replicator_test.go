@@ -585,6 +585,38 @@ func TestOffsetMapAndSyncs(t *testing.T) {
 	require.Equal(t, "249->249", syncs[len(syncs)-1])
 }
 
+// TestOffsetSyncsOfAStopDuringProducerInit: a stop while the offset sync
+// producer's first write waits for its producer id (the source answers
+// InitProducerID after 400 ms) still writes the syncs: the periodic flush
+// writes on past the stop, within the drain, so that its cancelled write
+// does not fail the producer id and with it the final flush's syncs.
+func TestOffsetSyncsOfAStopDuringProducerInit(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 1, nil)
+	b.produce("orders", 1, 0, 20)
+	b.src.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		b.src.SleepControl(func() { time.Sleep(400 * time.Millisecond) })
+		return nil, nil, false
+	})
+	stop := b.run(b.flow("mm2go.copy.fencing = none"), nil)
+	b.read("A.orders", 20)
+	waitFor(t, "the position written", func() bool {
+		_, pos := b.offsetMap()
+		return pos[0].Next == 20
+	})
+	require.NoError(t, stop())
+	cl := newClient(t, b.src, itopic.ReaderOpts()...)
+	var syncs []string
+	require.NoError(t, itopic.ReadAll(context.Background(), cl, "mm2-offset-syncs.B.internal", func(r *kgo.Record) {
+		s, err := policy.DecodeOffsetSync(r.Key, r.Value)
+		require.NoError(t, err)
+		syncs = append(syncs, fmt.Sprintf("%d->%d", s.UpstreamOffset, s.DownstreamOffset))
+	}))
+	require.Contains(t, syncs, "0->0")
+	require.Equal(t, "19->19", syncs[len(syncs)-1])
+}
+
 // TestRestartReconcilesCopiedTail simulates a crash after the target
 // acknowledged records whose progress was not stored yet: the restart finds
 // them on the target and copies nothing twice. Records of another producer
