@@ -552,6 +552,20 @@ func (b *bed) offsetMap() (map[int32][]offsetmap.Segment, map[int32]offsetmap.Po
 	return out, pos
 }
 
+// offsetSyncs returns MM2's offset syncs on the bed's source, in order, as
+// "upstream->downstream".
+func (b *bed) offsetSyncs() []string {
+	b.t.Helper()
+	cl := newClient(b.t, b.src, itopic.ReaderOpts()...)
+	var syncs []string
+	require.NoError(b.t, itopic.ReadAll(context.Background(), cl, "mm2-offset-syncs.B.internal", func(r *kgo.Record) {
+		s, err := policy.DecodeOffsetSync(r.Key, r.Value)
+		require.NoError(b.t, err)
+		syncs = append(syncs, fmt.Sprintf("%d->%d", s.UpstreamOffset, s.DownstreamOffset))
+	}))
+	return syncs
+}
+
 // TestOffsetMapAndSyncs checks what a copy records: one segment per run of
 // contiguous offsets, the position, and MM2's offset syncs on the source.
 func TestOffsetMapAndSyncs(t *testing.T) {
@@ -572,13 +586,7 @@ func TestOffsetMapAndSyncs(t *testing.T) {
 
 	// MM2's syncs: the first record, then whenever the newest is 100 or more
 	// downstream offsets behind, then the newest at the last flush.
-	cl := newClient(t, b.src, itopic.ReaderOpts()...)
-	var syncs []string
-	require.NoError(t, itopic.ReadAll(context.Background(), cl, "mm2-offset-syncs.B.internal", func(r *kgo.Record) {
-		s, err := policy.DecodeOffsetSync(r.Key, r.Value)
-		require.NoError(t, err)
-		syncs = append(syncs, fmt.Sprintf("%d->%d", s.UpstreamOffset, s.DownstreamOffset))
-	}))
+	syncs := b.offsetSyncs()
 	require.Contains(t, syncs, "0->0")
 	require.Contains(t, syncs, "101->101")
 	require.Contains(t, syncs, "202->202")
@@ -606,13 +614,7 @@ func TestOffsetSyncsOfAStopDuringProducerInit(t *testing.T) {
 		return pos[0].Next == 20
 	})
 	require.NoError(t, stop())
-	cl := newClient(t, b.src, itopic.ReaderOpts()...)
-	var syncs []string
-	require.NoError(t, itopic.ReadAll(context.Background(), cl, "mm2-offset-syncs.B.internal", func(r *kgo.Record) {
-		s, err := policy.DecodeOffsetSync(r.Key, r.Value)
-		require.NoError(t, err)
-		syncs = append(syncs, fmt.Sprintf("%d->%d", s.UpstreamOffset, s.DownstreamOffset))
-	}))
+	syncs := b.offsetSyncs()
 	require.Contains(t, syncs, "0->0")
 	require.Equal(t, "19->19", syncs[len(syncs)-1])
 }
