@@ -30,7 +30,7 @@ import (
 // default, 1.25 MB/s at 80 ms; the kernel's limit where it is -1), and the
 // broker answers a connection's requests one at a time. In the benchmark's
 // 80 ms link (32 MiB send buffers) one connection carried about 200 MB/s
-// of 25 MB responses, two about 350 MB/s. A response is taken as soon as it
+// of 25 MB responses, two 300-350 MB/s. A response is taken as soon as it
 // arrives and its partitions asked again, so a leader with nothing new (its
 // request waits fetch.max.wait.ms) does not hold back the others.
 //
