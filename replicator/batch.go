@@ -67,6 +67,16 @@ type rawBatch struct {
 // held before compaction removed records).
 func (rb rawBatch) last() int64 { return rb.base + int64(rb.lastDelta) }
 
+// batchSize returns the size of the batch that starts in, as its header
+// declares it (in may hold less: a fetch may end in a partial batch), or 0
+// when in is too short to hold the length.
+func batchSize(in []byte) int {
+	if len(in) < offLength+4 {
+		return 0
+	}
+	return 12 + int(int32(binary.BigEndian.Uint32(in[offLength:])))
+}
+
 // nextBatch splits the first batch off a fetched partition's record bytes.
 // ok is false when in holds no whole batch (a fetch may end in a partial
 // one). Batches of older message formats are returned with their magic and
@@ -75,7 +85,7 @@ func nextBatch(in []byte) (rb rawBatch, rest []byte, ok bool) {
 	if len(in) < offMagic+1 {
 		return rawBatch{}, nil, false
 	}
-	size := 12 + int(int32(binary.BigEndian.Uint32(in[offLength:])))
+	size := batchSize(in)
 	if size < offMagic+1 || size > len(in) {
 		return rawBatch{}, nil, false
 	}

@@ -2,7 +2,6 @@ package replicator
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -217,7 +216,7 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 	for leader, ps := range by {
 		rtt, far := fw.far(ctx, leader)
 		halves := far && st.behind[leader]
-		overlap := far && !st.behind[leader] && fw.overlap
+		overlap := far && !st.behind[leader] && r.o.Flow.FetchOverlap && len(fw.lanes) > 1
 		if !overlap {
 			ps = slices.DeleteFunc(ps, func(p *partition) bool { return st.fetching[p] > 0 })
 		}
@@ -479,11 +478,8 @@ func (fw *forwarder) predict(res fetchResult, ahead map[*partition]int64) {
 // (the broker serves its log as it lies on disk, not whole batches); 0 when
 // tail is empty or too short to tell.
 func cutBatch(tail []byte) int32 {
-	if len(tail) < offLength+4 {
-		return 0
-	}
-	size := 12 + int64(int32(binary.BigEndian.Uint32(tail[offLength:])))
-	if size <= int64(len(tail)) || size > math.MaxInt32 {
+	size := batchSize(tail)
+	if size <= len(tail) || size > math.MaxInt32 {
 		return 0
 	}
 	return int32(size)

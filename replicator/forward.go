@@ -96,8 +96,6 @@ type forwarder struct {
 	// out (see fetchLoop) each have a connection. One lane: no
 	// overlapping requests.
 	lanes []*kgo.Client
-	// overlap: mm2go.fetch.overlap.enabled, and a second lane for it.
-	overlap bool
 	// sendLanes are the target clients Produce requests go on: Target,
 	// and Options.TargetSecond when given (see sendLoop).
 	sendLanes []*kgo.Client
@@ -191,7 +189,6 @@ func newForwarder(r *Replicator) *forwarder {
 	}
 	if r.o.SourceSecond != nil {
 		fw.lanes = append(fw.lanes, r.o.SourceSecond)
-		fw.overlap = r.o.Flow.FetchOverlap
 	}
 	if r.o.Flow.Fencing == config.FencingEpoch {
 		fw.txnID = policy.TransactionalID(r.o.Flow.Source, r.o.Flow.Target, r.o.Task)
