@@ -5,7 +5,22 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
+
+// maxVersions are the request versions the clients use at most: franz-go's
+// (its latest Kafka release), with ApiVersions at 4, the highest brokers of
+// Kafka 3.9 to 4.3 know. Every new connection starts with an ApiVersions
+// request; asked at a version it does not know, a broker answers with an
+// error naming its own and the client asks again: one round trip more per
+// connection, tens of milliseconds across regions, several of them in turn
+// as a flow starts. Version 5 only adds the cluster and node ids a broker
+// checks (KIP-1242).
+func maxVersions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(18, 4) // ApiVersions
+	return v
+}
 
 // build maps every property, then the security settings, then the options
 // that depend on several keys, and finally lets kgo validate the result.
@@ -39,7 +54,7 @@ func (b *clientBuilder) build() {
 	if len(c.BootstrapServers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(c.BootstrapServers...))
 	}
-	opts = append(opts, kgo.ClientID(c.ID))
+	opts = append(opts, kgo.ClientID(c.ID), kgo.MaxVersions(maxVersions()))
 	if b.kind == kindConsumer {
 		// The Java client's fetch.max.wait.ms default (500 ms), not kgo's
 		// 5s: partitions added to a consumer join only its next fetch

@@ -767,3 +767,37 @@ func TestBatchesModeSlowTargetBroker(t *testing.T) {
 	require.Equal(t, want, b.read("A.slow", 60), "every record once, in order")
 	require.NoError(t, stop())
 }
+
+// TestWarm: while a flow starts, the fetch loop's first requests are
+// readied: the Source client opens its connection for Fetch requests to
+// every source broker (a Fetch for no partitions), and every broker's round
+// trip is measured, so that a far one (Metadata answered after 30 ms) is
+// known far, and the second client's connection to it opened, before the
+// first Fetch for partitions.
+func TestWarm(t *testing.T) {
+	b := newBedBrokers(t, 3)
+	first, second := &writes{key: kmsg.Fetch}, &writes{key: kmsg.Fetch}
+	b.srcOpts = []kgo.Opt{kgo.WithHooks(first)}
+	b.srcSecondOpts = []kgo.Opt{kgo.WithHooks(second)}
+	b.farSource(nil)
+	r, closeClients := b.replicator(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry(), zaptest.NewLogger(t))
+	defer closeClients()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.fw.warm(ctx)
+	require.EqualValues(t, 3, first.n.Load(), "one empty Fetch per source broker")
+	least, most := first.sizes()
+	require.Equal(t, least, most, "Fetch requests for no partitions only")
+	r.fw.rttMu.Lock()
+	measured := len(r.fw.rtt) // far, below, would start what warm did not
+	r.fw.rttMu.Unlock()
+	require.Equal(t, 3, measured, "every broker's round trip measured or being measured")
+	require.Eventually(t, func() bool {
+		for id := range int32(3) {
+			if rtt, far := r.fw.far(ctx, id); !far || rtt < 30*time.Millisecond {
+				return false
+			}
+		}
+		return second.n.Load() == 3
+	}, 5*time.Second, 10*time.Millisecond, "every broker found far and the second client's connection to it opened")
+}

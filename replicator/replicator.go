@@ -355,6 +355,13 @@ func New(o Options) (*Replicator, error) {
 // not returned.
 func (r *Replicator) Run(ctx context.Context) error {
 	f := r.o.Flow
+	if r.fw != nil { // the fetch loop's connections open while the flow starts
+		warmCtx, stopWarming := context.WithCancel(ctx)
+		var warming sync.WaitGroup
+		warming.Go(func() { r.fw.warm(warmCtx) })
+		defer warming.Wait()
+		defer stopWarming()
+	}
 	startCtx, cancel := context.WithTimeout(ctx, f.AdminTimeout)
 	newProgress, newMap, err := r.ensureTopics(startCtx)
 	cancel()
