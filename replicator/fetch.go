@@ -65,7 +65,6 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 	}
 	st := &fetchState{
 		results:  make(chan fetchResult),
-		out:      map[int32]int{},
 		outParts: map[int32]int{},
 		behind:   map[int32]bool{},
 		fetching: map[*partition]int{},
@@ -77,10 +76,8 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	defer func() {
-		for _, n := range st.out {
-			for range n {
-				<-st.results // every request ends with ctx
-			}
+		for range st.pending {
+			<-st.results // every request ends with ctx
 		}
 	}()
 	for {
@@ -90,7 +87,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		}
 		st.wake = time.Time{}
 		fw.issue(ctx, st, nil)
-		if len(st.out) == 0 {
+		if st.pending == 0 {
 			loop.Sleep(ctx, idle)
 			continue
 		}
@@ -109,9 +106,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if st.out[res.leader]--; st.out[res.leader] == 0 {
-			delete(st.out, res.leader)
-		}
+		st.pending--
 		st.lanesOut[res.leader][res.lane]--
 		wake.Stop()
 		st.outParts[res.leader] -= len(res.parts)
@@ -172,7 +167,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 // fetchState is the fetch loop's record of its requests out.
 type fetchState struct {
 	results  chan fetchResult
-	out      map[int32]int           // requests out per leader
+	pending  int                     // requests out
 	outParts map[int32]int           // partitions in them
 	behind   map[int32]bool          // the leader's last response left partitions behind
 	fetching map[*partition]int      // requests out that ask for the partition
@@ -225,10 +220,11 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 		if halves || overlap {
 			most = 2
 		}
-		if len(ps) == 0 || st.out[leader] >= most {
+		out := st.out(leader)
+		if len(ps) == 0 || out >= most {
 			continue // asked at the leader's next request
 		}
-		if overlap && st.out[leader] > 0 {
+		if overlap && out > 0 {
 			if due := st.sentAt[leader].Add(max(rtt, st.cycle[leader]) / 2); now.Before(due) {
 				if st.wake.IsZero() || due.Before(st.wake) {
 					st.wake = due
@@ -237,13 +233,13 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 			}
 		}
 		groups := [][]*partition{ps}
-		if st.out[leader] == 0 && halves && len(ps) > 1 {
+		if out == 0 && halves && len(ps) > 1 {
 			groups = [][]*partition{ps[:len(ps)/2], ps[len(ps)/2:]}
 		}
 		st.sentAt[leader] = now
 		share := st.outParts[leader] + len(ps)
 		for _, g := range groups {
-			st.out[leader]++
+			st.pending++
 			st.outParts[leader] += len(g)
 			for _, p := range g {
 				st.fetching[p]++
@@ -255,6 +251,15 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 			go fw.fetchFrom(ctx, res, fw.fetchRequest(g, res, st.ahead), st.results)
 		}
 	}
+}
+
+// out returns the number of requests out to leader.
+func (st *fetchState) out(leader int32) int {
+	n := 0
+	for _, k := range st.lanesOut[leader] {
+		n += k
+	}
+	return n
 }
 
 // lane returns the lane (of n) a new request to leader goes on: the first
