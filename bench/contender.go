@@ -78,6 +78,9 @@ const (
 	nameCopyLoop    = "copyloop"
 )
 
+// wanHeap is mm2-tuned-wan's heap unless -mm2-tuned-env sets one.
+const wanHeap = "MM2_HEAP=4g"
+
 // Names of the raw-limit measurements, which are not replicators.
 const (
 	perfProduce = "perf-produce"
@@ -121,8 +124,16 @@ func contenders(o *options) []*contender {
 	const kernelBuffers = "{S}.consumer.receive.buffer.bytes = -1"
 	tunedWAN := *tuned
 	tunedWAN.name, tunedWAN.props = nameMM2TunedWAN, append(slices.Clone(tuned.props), kernelBuffers)
+	// With the socket buffer autotuned, the tuned fetch sizes of its four
+	// tasks fill more than the stock 2 GiB heap from a near source (out of
+	// memory in every 0 ms copy): a profile tuned for a long link gets a
+	// heap to match.
+	tunedWAN.env = slices.Clone(tuned.env)
+	if !slices.ContainsFunc(tunedWAN.env, func(e string) bool { return strings.HasPrefix(e, "MM2_HEAP=") }) {
+		tunedWAN.env = append(tunedWAN.env, wanHeap)
+	}
 	tunedWAN.about = about("Apache MM2 tuned for throughput, its source consumer's socket buffer autotuned by the kernel (Java's default is a fixed 64 KiB)",
-		o.mm2Tuned+"; "+kernelBuffers, o.mm2TunedEnv)
+		o.mm2Tuned+"; "+kernelBuffers, strings.Join(tunedWAN.env, " "))
 	return []*contender{
 		{name: nameMM2go, kind: kindMM2go, about: "mm2go, default settings (the batches copy mode)"},
 		{name: nameMM2goLean, kind: kindMM2go, props: splitProps(o.mm2goLean),
