@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/itopic"
@@ -61,28 +62,43 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			sources = append(sources, p.topic)
 		}
 	}
-	dstEnds, err := r.o.TargetAdmin.ListEndOffsets(ctx, remotes...)
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Target, err)
-	}
-	dstStarts, err := r.o.TargetAdmin.ListStartOffsets(ctx, remotes...)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Target, err)
+	// Four listings at once: each is a round trip, a long one to a source
+	// in another region.
+	var dstEnds, dstStarts, srcStarts, srcEndsL kadm.ListedOffsets
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		if dstEnds, err = r.o.TargetAdmin.ListEndOffsets(ctx, remotes...); err != nil {
+			return fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Target, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if dstStarts, err = r.o.TargetAdmin.ListStartOffsets(ctx, remotes...); err != nil {
+			return fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Target, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if srcStarts, err = r.o.SourceAdmin.ListStartOffsets(ctx, sources...); err != nil {
+			return fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Source, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+			srcEndsL, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, sources...)
+		} else {
+			srcEndsL, err = r.o.SourceAdmin.ListEndOffsets(ctx, sources...)
+		}
+		if err != nil {
+			return fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Source, err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	targetEnd, targetStart := listed(dstEnds), listed(dstStarts)
-	srcStarts, err := r.o.SourceAdmin.ListStartOffsets(ctx, sources...)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Source, err)
-	}
-	var srcEndsL kadm.ListedOffsets
-	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
-		srcEndsL, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, sources...)
-	} else {
-		srcEndsL, err = r.o.SourceAdmin.ListEndOffsets(ctx, sources...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Source, err)
-	}
 	sourceStart, sourceEnd := listed(srcStarts), listed(srcEndsL)
 
 	// Partitions another replicator (Apache MM2) copied before mm2go: its
@@ -92,6 +108,7 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	for _, p := range parts {
 		k := tp{p.topic, p.partition}
 		if _, ok := r.stored[p.topic][p.partition]; ok && r.maps[k].last == nil && r.maps[k].pos == nil {
+			var err error
 			if legacy, err = r.legacySyncs(ctx); err != nil {
 				return nil, err
 			}
