@@ -457,7 +457,6 @@ func benchmark(ctx context.Context, o *options) (err error) {
 	return b.report()
 }
 
-// record keeps a result and logs it.
 // warmUp copies the backlog once with the copy loop, not recorded: the
 // brokers' JVMs compile their hot paths during the first copies, and the
 // contender measured first paid for it (in a WAN phase's first copy the
@@ -473,6 +472,7 @@ func (b *bench) warmUp(ctx context.Context) {
 	b.logf("warm-up: %s", r.summary())
 }
 
+// record keeps a result and logs it.
 func (b *bench) record(r runResult) {
 	b.results = append(b.results, r)
 	b.logf("RESULT %s", r.summary())
