@@ -618,10 +618,8 @@ func (fw *forwarder) measure(ctx context.Context, broker int32) {
 		if i > 0 && !loop.Sleep(ctx, 20*time.Millisecond) {
 			break
 		}
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{} // none; nil asks for all
 		t0 := time.Now()
-		if _, err := fw.r.o.Source.Broker(int(broker)).Request(ctx, req); err != nil {
+		if _, err := fw.r.o.Source.Broker(int(broker)).Request(ctx, metadataNoTopics()); err != nil {
 			break
 		}
 		if d := time.Since(t0); best < 0 || d < best {
@@ -644,6 +642,14 @@ func (fw *forwarder) measure(ctx context.Context, broker int32) {
 	}
 }
 
+// metadataNoTopics is a Metadata request for the brokers only (a nil topic
+// list asks for every topic).
+func metadataNoTopics() *kmsg.MetadataRequest {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	return req
+}
+
 // openFetch opens cl's connection for Fetch requests to broker, if it is not
 // open, with a Fetch for no partitions, which the broker answers at once.
 // franz-go opens connections when a request needs them, each costing
@@ -657,19 +663,16 @@ func openFetch(ctx context.Context, cl *kgo.Client, broker int32) {
 // warm readies the fetch loop's first requests while the flow starts (which
 // takes several round trips in turn to the source: its topics, the offsets
 // to start at): it looks up the source's brokers with the Source client,
-// opens its connections for Fetch requests to each, and measures each
-// one's round trip (far). Across regions a new connection costs two round
-// trips before its first request, and the measure five: without warm they
-// all came after the flow started, before the first Fetch (in the
-// benchmark's 80 ms link the first records came 1.2 s after "flow started"
-// without it, 0.85 s with it, most of that the first response's TCP slow
-// start). Every source
+// opens its connections for Fetch requests to each, and measures each one's
+// round trip (far). Across regions a new connection costs two round trips
+// before its first request, and the measure five: without warm they all came
+// after the flow started, before the first Fetch (in the benchmark's 80 ms
+// link the first records came 1.2 s after "flow started" without it, 0.85 s
+// with it, most of that the first response's TCP slow start). Every source
 // broker is warmed, as the leaders of the flow's partitions are not known
 // yet; connections left idle are closed after connections.max.idle.ms.
 func (fw *forwarder) warm(ctx context.Context) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{}
-	resp, err := req.RequestWith(ctx, fw.lanes[0])
+	resp, err := metadataNoTopics().RequestWith(ctx, fw.lanes[0])
 	if err != nil {
 		return // the fetch loop opens what it needs
 	}

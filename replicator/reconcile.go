@@ -66,35 +66,22 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	// in another region.
 	var dstEnds, dstStarts, srcStarts, srcEndsL kadm.ListedOffsets
 	var g errgroup.Group
-	g.Go(func() (err error) {
-		if dstEnds, err = r.o.TargetAdmin.ListEndOffsets(ctx, remotes...); err != nil {
-			return fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Target, err)
-		}
-		return nil
-	})
-	g.Go(func() (err error) {
-		if dstStarts, err = r.o.TargetAdmin.ListStartOffsets(ctx, remotes...); err != nil {
-			return fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Target, err)
-		}
-		return nil
-	})
-	g.Go(func() (err error) {
-		if srcStarts, err = r.o.SourceAdmin.ListStartOffsets(ctx, sources...); err != nil {
-			return fmt.Errorf("list start offsets on %s: %w", r.o.Flow.Source, err)
-		}
-		return nil
-	})
-	g.Go(func() (err error) {
-		if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
-			srcEndsL, err = r.o.SourceAdmin.ListCommittedOffsets(ctx, sources...)
-		} else {
-			srcEndsL, err = r.o.SourceAdmin.ListEndOffsets(ctx, sources...)
-		}
-		if err != nil {
-			return fmt.Errorf("list end offsets on %s: %w", r.o.Flow.Source, err)
-		}
-		return nil
-	})
+	list := func(out *kadm.ListedOffsets, what, cluster string, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) {
+		g.Go(func() (err error) {
+			if *out, err = fn(ctx, topics...); err != nil {
+				return fmt.Errorf("list %s offsets on %s: %w", what, cluster, err)
+			}
+			return nil
+		})
+	}
+	srcEnd := r.o.SourceAdmin.ListEndOffsets
+	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+		srcEnd = r.o.SourceAdmin.ListCommittedOffsets
+	}
+	list(&dstEnds, "end", r.o.Flow.Target, r.o.TargetAdmin.ListEndOffsets, remotes)
+	list(&dstStarts, "start", r.o.Flow.Target, r.o.TargetAdmin.ListStartOffsets, remotes)
+	list(&srcStarts, "start", r.o.Flow.Source, r.o.SourceAdmin.ListStartOffsets, sources)
+	list(&srcEndsL, "end", r.o.Flow.Source, srcEnd, sources)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
