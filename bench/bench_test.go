@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -377,4 +378,22 @@ func TestEOSSection(t *testing.T) {
 	require.Contains(t, md, "4.00× the MB/s (mm2-tuned-eos), 8.0× the MB per CPU-s (mm2-eos)")
 	require.Contains(t, md, "0.80× the MB/s, 0.80× the MB per CPU-s")
 	require.Empty(t, eosSection(rows[1:]), "no section without mm2go-eos")
+}
+
+// TestFencesAtStart: the batches-mode mm2go profiles write one abort marker
+// into each remote partition before their first record, which the first
+// record's time and the copied count leave out; the record mode, MM2 and
+// the copy loop write none.
+func TestFencesAtStart(t *testing.T) {
+	want := map[string]int64{nameMM2go: 1, nameMM2goLean: 1, nameMM2goBudget: 1, nameMM2goOverlap: 1,
+		nameMM2goRecords: 0, nameMM2goRecordsLean: 0, nameMM2: 0, nameMM2Tuned: 0, nameMM2TunedWAN: 0, nameCopyLoop: 0}
+	got := map[string]int64{}
+	for _, c := range contenders(&options{}) {
+		if _, ok := want[c.name]; ok {
+			got[c.name] = fencesAtStart(c)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("fencesAtStart: got %v, want %v", got, want)
+	}
 }
