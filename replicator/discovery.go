@@ -188,6 +188,9 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			p.acked.Store(pair[0])
 		}
 		p.next, p.lastData = pl.from, pl.from-1
+		if pl.end >= 0 {
+			p.end.Store(pl.end)
+		}
 		if r.parts[np.topic] == nil {
 			r.parts[np.topic] = make(map[int32]*partition)
 		}
@@ -205,10 +208,18 @@ func (r *Replicator) refresh(ctx context.Context) error {
 	}
 	if len(add) > 0 {
 		r.src.AddConsumePartitions(add)
-		// The consumer would learn of partitions added to a topic it
-		// already reads only at its next metadata refresh
-		// (metadata.max.age.ms, 5 min by default).
-		r.src.ForceMetadataRefresh()
+		if r.fw != nil {
+			listed := make(map[string]kadm.TopicDetail, len(add))
+			for t := range add {
+				listed[t] = want[t]
+			}
+			r.fw.learnSource(listed)
+		} else {
+			// The consumer would learn of partitions added to a topic it
+			// already reads only at its next metadata refresh
+			// (metadata.max.age.ms, 5 min by default).
+			r.src.ForceMetadataRefresh()
+		}
 	}
 	return nil
 }

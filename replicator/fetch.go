@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -283,18 +284,22 @@ func loadMeta(ctx context.Context, cl *kgo.Client, meta map[string]topicMeta, to
 		return err
 	}
 	for name, t := range md.Topics {
-		if t.Err != nil {
-			continue
+		if t.Err == nil {
+			meta[name] = metaOf(t)
 		}
-		tm := topicMeta{id: t.ID, leaders: make(map[int32]int32, len(t.Partitions))}
-		for _, p := range t.Partitions {
-			if p.Err == nil && p.Leader >= 0 {
-				tm.leaders[p.Partition] = p.Leader
-			}
-		}
-		meta[name] = tm
 	}
 	return nil
+}
+
+// metaOf returns a listed topic's ID and its partitions' leaders.
+func metaOf(t kadm.TopicDetail) topicMeta {
+	tm := topicMeta{id: t.ID, leaders: make(map[int32]int32, len(t.Partitions))}
+	for _, p := range t.Partitions {
+		if p.Err == nil && p.Leader >= 0 {
+			tm.leaders[p.Partition] = p.Leader
+		}
+	}
+	return tm
 }
 
 // leaders groups parts by the leader of pick(p) in meta, reloading meta when
@@ -338,6 +343,10 @@ func remoteTopic(p *partition) string { return p.remote }
 // being copied.
 func (fw *forwarder) sourceLeaders(ctx context.Context, parts []*partition) (map[int32][]*partition, error) {
 	r := fw.r
+	fw.listedMu.Lock()
+	maps.Copy(fw.src, fw.listed)
+	fw.listed = nil
+	fw.listedMu.Unlock()
 	by, err := leaders(ctx, r.o.Source, fw.src, fw.srcStale.Swap(false), parts, sourceTopic)
 	if err != nil {
 		fw.srcStale.Store(true)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mm2go/mm2go/config"
@@ -105,6 +106,12 @@ type forwarder struct {
 	// srcStale and dstStale ask for the source's and the target's
 	// metadata to be reloaded before the next request.
 	srcStale, dstStale atomic.Bool
+
+	// listed are source topics discovery listed just now, with the
+	// partitions it started copying: the fetch goroutine takes them into
+	// src before its next request instead of asking for them again.
+	listedMu sync.Mutex
+	listed   map[string]topicMeta
 
 	// Fetch goroutine only. troubled is set when a response had errors,
 	// so that the loop pauses instead of asking again at once.
@@ -207,6 +214,23 @@ func (*forwarder) AddConsumePartitions(map[string]map[int32]kgo.Offset) {}
 func (*forwarder) PurgeTopicsFromConsuming(...string)                   {}
 func (fw *forwarder) ForceMetadataRefresh() {
 	fw.srcStale.Store(true)
+	fw.dstStale.Store(true)
+}
+
+// learnSource takes the source metadata of topics discovery listed as it
+// started copying partitions of them (their IDs and leaders), in place of
+// the source reload ForceMetadataRefresh asks for: across regions the
+// first Fetch then waits for no Metadata round trip. The target's is
+// reloaded.
+func (fw *forwarder) learnSource(topics map[string]kadm.TopicDetail) {
+	fw.listedMu.Lock()
+	if fw.listed == nil {
+		fw.listed = map[string]topicMeta{}
+	}
+	for name, d := range topics {
+		fw.listed[name] = metaOf(d)
+	}
+	fw.listedMu.Unlock()
 	fw.dstStale.Store(true)
 }
 func (*forwarder) PauseFetchPartitions(map[string][]int32) map[string][]int32 { return nil }

@@ -801,3 +801,63 @@ func TestWarm(t *testing.T) {
 		return second.n.Load() == 3
 	}, 5*time.Second, 10*time.Millisecond, "every broker found far and the second client's connection to it opened")
 }
+
+// TestBatchesModeStartAsksNothingTwice: from the offsets plan lists to the
+// first Fetch of the copy, a flow asks the source nothing: the lag starts
+// from the end offsets plan listed and the fetch loop from the leaders
+// discovery listed (across regions each question is a round trip before the
+// first record). The backlog the start reports comes from plan's end
+// offsets.
+func TestBatchesModeStartAsksNothingTwice(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "orders", 3, nil)
+	b.produce("orders", 3, 0, 30)
+	b.lagEvery = time.Hour // no periodic listing in between
+	var mu sync.Mutex
+	var asked []string // the source requests, in order, up to the first Fetch of a partition
+	fetched := false
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !fetched {
+			asked = append(asked, what)
+		}
+	}
+	b.src.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		if req := kr.(*kmsg.MetadataRequest); len(req.Topics) > 0 {
+			note("Metadata")
+		}
+		return nil, nil, false
+	})
+	b.src.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		note("ListOffsets")
+		return nil, nil, false
+	})
+	b.src.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		if len(kr.(*kmsg.FetchRequest).Topics) > 0 {
+			note("Fetch")
+			mu.Lock()
+			fetched = true
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	core, logs := observer.New(zap.InfoLevel)
+	b.runLogged(b.flow("mm2go.copy.mode = batches", "topics = orders"), prometheus.NewRegistry(), zap.New(core))
+	require.Eventually(t, func() bool { return b.copied("A.orders") == 30 }, 10*time.Second, 20*time.Millisecond)
+	started := logs.FilterMessage("flow started").All()
+	require.Len(t, started, 1)
+	require.EqualValues(t, 30, started[0].ContextMap()["backlog_records"], "the backlog from plan's end offsets")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, fetched)
+	n := len(asked)
+	require.GreaterOrEqual(t, n, 3, "asked: %v", asked)
+	require.Equal(t, []string{"ListOffsets", "ListOffsets", "Fetch"}, asked[n-3:],
+		"plan's two listings (start and end offsets), then the copy's first Fetch; asked: %v", asked)
+	require.Equal(t, 2, strings.Count(strings.Join(asked, " "), "ListOffsets"), "asked: %v", asked)
+}

@@ -67,15 +67,28 @@ func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
 	if err != nil {
 		r.log.Debug("list source end offsets", zap.Error(err))
 	}
-	sums := make(map[string]int64, len(topics))
-	secs := make(map[string]float64, len(topics))
-	now := time.Now().UnixMilli()
 	r.mu.Lock()
 	for t, ps := range r.parts {
 		for i, p := range ps {
 			if o, ok := ends.Lookup(t, i); err == nil && ok && o.Err == nil {
 				p.end.Store(o.Offset)
 			}
+		}
+	}
+	r.mu.Unlock()
+	r.setLag()
+}
+
+// setLag sets the lag gauges from the end offsets listed last (by
+// updateLag, or by plan for a partition just started) and reports progress.
+func (r *Replicator) setLag() {
+	sums := map[string]int64{}
+	secs := map[string]float64{}
+	now := time.Now().UnixMilli()
+	r.mu.Lock()
+	topics := len(r.parts)
+	for t, ps := range r.parts {
+		for i, p := range ps {
 			lag := max(p.lag(), 0)
 			sums[t] += lag
 			p.mm2.SetLag(lag)
@@ -96,7 +109,7 @@ func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
 		r.m.setLag(r.flow, t, r.task, l)
 		r.m.setLagSeconds(r.flow, t, r.task, secs[t])
 	}
-	r.m.setTopics(r.flow, r.task, len(topics))
+	r.m.setTopics(r.flow, r.task, topics)
 	var backlog int64
 	for _, l := range sums {
 		backlog += l

@@ -21,11 +21,13 @@ type newPart struct {
 	partition     int32
 }
 
-// planned is where a new partition starts and the pairs of records found
-// already copied after the offset map's last segment.
+// planned is where a new partition starts, the pairs of records found
+// already copied after the offset map's last segment, and the source
+// partition's end offset as plan listed it (-1: not listed).
 type planned struct {
 	start
 	tail [][2]int64 // (upstream, downstream) of records the target already holds
+	end  int64
 }
 
 // plan decides where each new partition resumes.
@@ -186,6 +188,15 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 			st.from = max(st.from, stored+1)
 		}
 		out[k] = planned{start: st}
+	}
+	// The lag starts from the end offsets listed here: no listing of its
+	// own (a round trip) before the copy starts.
+	for k, pl := range out {
+		pl.end = -1
+		if e, ok := sourceEnd[k]; ok {
+			pl.end = e
+		}
+		out[k] = pl
 	}
 	if len(tails) == 0 {
 		return out, nil

@@ -393,7 +393,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discover topics of %s: %w", f.Name(), err)
 	}
-	r.updateLag(ctx, r.o.SourceAdmin)
+	r.setLag() // plan listed the ends: lagLoop lists them again later
 	r.logStart()
 
 	// Records are produced with a context that outlives ctx by

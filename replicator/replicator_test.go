@@ -51,6 +51,8 @@ type bed struct {
 	task, tasks int
 	// drain is the next replicator's DrainTimeout (0: the default).
 	drain time.Duration
+	// lagEvery is the next replicator's LagInterval (0: 50 ms).
+	lagEvery time.Duration
 }
 
 func newBed(t *testing.T) *bed {
@@ -169,12 +171,16 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 	if f.ExactlyOnce {
 		txnCl = mk(b.dst, TransactionalOpts(policy.TransactionalID("A", "B", b.task))...)
 	}
+	lagEvery := 50 * time.Millisecond
+	if b.lagEvery > 0 {
+		lagEvery = b.lagEvery
+	}
 	r, err := New(Options{
 		Flow: f, Policy: policy.New(policy.KindDefault, "", true, "A"),
 		Source: src, SourceSecond: srcSecond, SourceAdmin: kadm.NewClient(srcAdm), SourceReader: srcReader, SyncProducer: syncs,
 		Target: dst, TargetSecond: dstSecond, TargetAdmin: kadm.NewClient(dstAdm), TargetReader: reader, Transactional: txnCl,
 		Log: log, Registerer: reg,
-		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: 50 * time.Millisecond,
+		RetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond, LagInterval: lagEvery,
 		Task: b.task, Tasks: b.tasks, DrainTimeout: b.drain,
 	})
 	require.NoError(b.t, err)
