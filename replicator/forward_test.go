@@ -861,3 +861,101 @@ func TestBatchesModeStartAsksNothingTwice(t *testing.T) {
 		"plan's two listings (start and end offsets), then the copy's first Fetch; asked: %v", asked)
 	require.Equal(t, 2, strings.Count(strings.Join(asked, " "), "ListOffsets"), "asked: %v", asked)
 }
+
+// TestHalve: a far leader's partitions are split into two groups of about
+// the same backlog (from the predicted offset where there is one), the
+// partitions with nothing left spread over both.
+func TestHalve(t *testing.T) {
+	tests := []struct {
+		name  string
+		left  []int64 // per partition
+		ahead map[int]int64
+		want  [2][]int32
+	}{
+		{"even", []int64{10, 10, 10, 10}, nil, [2][]int32{{0, 2}, {1, 3}}},
+		{"one half caught up", []int64{0, 0, 0, 0, 40, 30, 20, 10}, nil, [2][]int32{{4, 7, 0, 2}, {5, 6, 1, 3}}},
+		{"one large", []int64{100, 10, 10, 10}, nil, [2][]int32{{0}, {1, 2, 3}}},
+		{"predicted", []int64{10, 10, 10, 10}, map[int]int64{1: 10, 3: 10}, [2][]int32{{0, 1}, {2, 3}}},
+		{"two", []int64{0, 0}, nil, [2][]int32{{0}, {1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ps []*partition
+			ahead := map[*partition]int64{}
+			for i, n := range tt.left {
+				p := &partition{topic: "t", partition: int32(i)}
+				p.end.Store(n)
+				ps = append(ps, p)
+				if a, ok := tt.ahead[i]; ok {
+					ahead[p] = a
+				}
+			}
+			var got [2][]int32
+			for i, g := range halve(ps, ahead) {
+				for _, p := range g {
+					got[i] = append(got[i], p.partition)
+				}
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestBatchesModeFarHalvesSplitAnew: a far leader's two halves, one of them
+// slower (every request that asks for partition 0 is answered 150 ms
+// later, as over a slower connection): the other half, once it has little
+// left, waits for the slow one, and the partitions are split anew, so that
+// a partition that started in the slow half goes on in a request without
+// partition 0 before it is done (without that, the slow half kept its
+// partitions to the end). Every record is still copied once, in order.
+func TestBatchesModeFarHalvesSplitAnew(t *testing.T) {
+	b := newBed(t)
+	const kib = 1 << 10
+	b.srcOpts = []kgo.Opt{kgo.FetchMaxBytes(64 * kib), kgo.FetchMaxPartitionBytes(kib)}
+	b.createTopic(b.srcAdm, "far", 4, nil)
+	want := map[int32][]record{}
+	for i := range 80 {
+		for p, rs := range b.produce("far", 4, i*40, 40) {
+			want[p] = append(want[p], rs...)
+		}
+	}
+	var mu sync.Mutex
+	var slow []int32   // the partitions of the first request that asked for partition 0
+	moved := []int32{} // partitions of slow asked, before their end, in a request without partition 0
+	b.farSource(func(req *kmsg.FetchRequest) {
+		asked := map[int32]int64{}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				asked[rp.Partition] = rp.FetchOffset
+			}
+		}
+		if len(asked) == 0 {
+			return
+		}
+		_, withZero := asked[0]
+		mu.Lock()
+		if withZero && slow == nil && len(asked) == 2 { // the first half with it
+			for p := range asked {
+				slow = append(slow, p)
+			}
+		}
+		if !withZero && slow != nil {
+			for _, p := range slow {
+				if at, ok := asked[p]; ok && at < 800 && !slices.Contains(moved, p) {
+					moved = append(moved, p)
+				}
+			}
+		}
+		mu.Unlock()
+		if withZero {
+			b.src.SleepControl(func() { time.Sleep(150 * time.Millisecond) })
+		}
+	})
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
+	require.Equal(t, want, b.read("A.far", 3200))
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, slow, 2, "the slow half: partition 0 and one more")
+	require.NotEmpty(t, moved, "a partition of the slow half fetched without partition 0 before its end (slow half %v)", slow)
+}
