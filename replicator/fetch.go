@@ -652,7 +652,7 @@ func (fw *forwarder) takeResponse(ctx context.Context, res fetchResult, w fwdWor
 		if end := endOf(rp.HighWatermark, rp.LastStableOffset); end > p.end.Load() {
 			p.end.Store(end)
 		}
-		if bs := fw.take(p, rp); len(bs) > 0 {
+		if bs := fw.take(p, rp, res.at[p]); len(bs) > 0 {
 			w[p] = bs
 		}
 		fw.resize(p, len(rp.RecordBatches), far, p.next < p.end.Load(), res.share)
@@ -778,7 +778,7 @@ func (fw *forwarder) resize(p *partition, got int, far, behind bool, n int) {
 }
 
 // take turns one partition's fetched bytes into batches to send.
-func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []*fwdBatch {
+func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition, at int64) []*fwdBatch {
 	var raws []rawBatch
 	forward := true
 	refetched := 0
@@ -801,7 +801,7 @@ func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []
 		return nil
 	}
 	if !forward || coalesce(raws) {
-		return fw.reencode(p, rp)
+		return fw.reencode(p, rp, at)
 	}
 	r := fw.r
 	r.checkContinuity(p, raws[0].base, rp.LogStartOffset)
@@ -818,12 +818,21 @@ func (fw *forwarder) take(p *partition, rp *kmsg.FetchResponseTopicPartition) []
 }
 
 // reencode decodes a partition's fetched bytes as the record path would and
-// encodes the records to copy into batches of the forwarder's own.
-func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition) []*fwdBatch {
+// encodes the records to copy into batches of the forwarder's own. at is
+// the offset the response was fetched at: a response fetched before the
+// partition's next offset (an overlapping request's, or one asked at a
+// prediction that fell short) is decoded from there and its records before
+// the next offset dropped after. Decoded from the next offset, the
+// response's aborted transactions would still be listed from before it
+// while the abort markers that end them, also before it, are skipped
+// unread (kgo skips a batch wholly before the offset it is given), so a
+// later committed transaction of the same producer would be dropped as
+// aborted.
+func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition, at int64) []*fwdBatch {
 	r := fw.r
 	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 		KeepControlRecords: true,
-		Offset:             p.next,
+		Offset:             min(at, p.next),
 		IsolationLevel:     fw.isolation,
 		Topic:              p.topic,
 		Partition:          p.partition,
@@ -831,14 +840,18 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 	if fp.Err != nil {
 		fw.fetchError(p, fp.Err)
 	}
-	if len(fp.Records) == 0 {
+	recs := fp.Records
+	for len(recs) > 0 && recs[0].Offset < p.next {
+		recs = recs[1:] // taken from an earlier response
+	}
+	if len(recs) == 0 {
 		if next > p.next {
 			p.next = next // aborted data only
 		}
 		return nil
 	}
-	r.checkContinuity(p, fp.Records[0].Offset, rp.LogStartOffset)
-	r.polled(p, fp.Records[0].Timestamp)
+	r.checkContinuity(p, recs[0].Offset, rp.LogStartOffset)
+	r.polled(p, recs[0].Timestamp)
 	epoch := p.epoch.Load()
 	var out []*fwdBatch
 	var chunk []*kgo.Record
@@ -850,7 +863,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 		}
 	}
 	size := 0
-	for _, rec := range fp.Records {
+	for _, rec := range recs {
 		if rec.Attrs.IsControl() {
 			continue
 		}
@@ -863,7 +876,7 @@ func (fw *forwarder) reencode(p *partition, rp *kmsg.FetchResponseTopicPartition
 		p.lastData = rec.Offset
 	}
 	flush()
-	last := fp.Records[len(fp.Records)-1]
+	last := recs[len(recs)-1]
 	p.next = max(next, last.Offset+1)
 	if last.Attrs.IsControl() {
 		p.markerAfter.Store(p.lastData)

@@ -959,3 +959,63 @@ func TestBatchesModeFarHalvesSplitAnew(t *testing.T) {
 	require.Len(t, slow, 2, "the slow half: partition 0 and one more")
 	require.NotEmpty(t, moved, "a partition of the slow half fetched without partition 0 before its end (slow half %v)", slow)
 }
+
+// TestReencodeFromAnEarlierOffset: a response fetched before the partition's
+// next offset (an overlapping request's) holding an aborted transaction and
+// its abort marker before that offset and a committed transaction of the
+// same producer after it: the committed record is copied. Decoded from the
+// next offset, the marker was skipped unread while the response still
+// listed the aborted transaction, and the committed record was dropped as
+// aborted.
+func TestReencodeFromAnEarlierOffset(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "txn", 1, nil)
+	txn := newClient(t, b.src, kgo.TransactionalID("reencode"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	for _, commit := range []bool{false, true} { // offsets 0 (aborted), 1 (marker), 2 (committed), 3 (marker)
+		require.NoError(t, txn.BeginTransaction())
+		require.NoError(t, txn.ProduceSync(ctx, &kgo.Record{Topic: "txn", Value: fmt.Appendf(nil, "%v", commit)}).FirstErr())
+		require.NoError(t, txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+	}
+	listed, err := b.srcAdm.ListTopics(ctx, "txn")
+	require.NoError(t, err)
+	fetch := func(at int64) kmsg.FetchResponseTopicPartition { // read_committed
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.IsolationLevel, req.SessionEpoch = -1, 1<<20, 1, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "txn", listed["txn"].ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = at, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b.srcCl)
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0]
+	}
+	require.NotEmpty(t, fetch(0).AbortedTransactions, "fetched at 0, the response lists the aborted transaction")
+
+	b.srcOpts = []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	r, closeClients := b.replicator(b.flow("mm2go.copy.mode = batches"), prometheus.NewRegistry(), zaptest.NewLogger(t))
+	defer closeClients()
+	for _, at := range []int64{0, 2} {
+		p := newPartition("txn", "A.txn", 0, start{from: 2, stored: -1}, 0, r.m.partitionMetrics(r.flow, "txn"))
+		p.mm2 = r.mm2.Partition("txn", "A.txn", 0, &p.inflight)
+		p.next = 2 // the aborted transaction and its marker were taken before
+		got := fetch(at)
+		bs := r.fw.reencode(p, &got, at)
+		require.Len(t, bs, 1, "fetched at %d", at)
+		require.Equal(t, []string{"true"}, values(t, bs[0]), "fetched at %d", at)
+		require.EqualValues(t, 2, bs[0].up(0))
+		require.EqualValues(t, 4, p.next, "after the commit marker")
+	}
+}
+
+// values decodes the values of a batch the forwarder encoded.
+func values(t *testing.T, b *fwdBatch) []string {
+	t.Helper()
+	var out []string
+	for _, r := range decode(t, b.b, 0) {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
