@@ -40,8 +40,8 @@ import (
 //
 // With mm2go.fetch.overlap.enabled, a far leader whose partitions are caught
 // up has two requests for all of them out, each sent half a cycle after the
-// other (overlapping; a cycle is the time a request with data takes, at
-// least the round trip): a record written at the source then waits at most
+// other (overlapping; a cycle is the time a request with data takes, the
+// slower lane's, at least the round trip: see slowest): a record written at the source then waits at most
 // half a cycle, not a whole one, for a request to reach the broker. Both
 // responses carry it; the later one's copy is dropped (take: batches before
 // the partition's next offset), which is what the lower latency costs on
@@ -73,7 +73,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 		behind:   map[int32]bool{},
 		fetching: map[*partition]int{},
 		sentAt:   map[int32]time.Time{},
-		cycle:    map[int32]time.Duration{},
+		cycle:    map[int32][2]time.Duration{},
 		lanesOut: map[int32][]int{},
 		ahead:    map[*partition]int64{},
 	}
@@ -120,7 +120,7 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 			}
 		}
 		if res.err == nil && res.carried() {
-			st.cycle[res.leader] = time.Since(res.sent)
+			st.took(res.leader, time.Since(res.sent))
 		}
 		if res.err != nil {
 			if ctx.Err() != nil {
@@ -171,15 +171,15 @@ func (fw *forwarder) fetchLoop(ctx context.Context, work chan<- fwdWork, failed 
 // fetchState is the fetch loop's record of its requests out.
 type fetchState struct {
 	results  chan fetchResult
-	pending  int                     // requests out
-	outParts map[int32]int           // partitions in them
-	behind   map[int32]bool          // the leader's last response left partitions behind
-	fetching map[*partition]int      // requests out that ask for the partition
-	sentAt   map[int32]time.Time     // when the leader's last request went out
-	cycle    map[int32]time.Duration // how long the leader's last request with data took
-	lanesOut map[int32][]int         // requests out per leader and lane (fw.lanes)
-	ahead    map[*partition]int64    // offsets predicted from a response being taken (predict)
-	wake     time.Time               // when an overlapping request is due (zero: none)
+	pending  int                        // requests out
+	outParts map[int32]int              // partitions in them
+	behind   map[int32]bool             // the leader's last response left partitions behind
+	fetching map[*partition]int         // requests out that ask for the partition
+	sentAt   map[int32]time.Time        // when the leader's last request went out
+	cycle    map[int32][2]time.Duration // how long the leader's last two requests with data took
+	lanesOut map[int32][]int            // requests out per leader and lane (fw.lanes)
+	ahead    map[*partition]int64       // offsets predicted from a response being taken (predict)
+	wake     time.Time                  // when an overlapping request is due (zero: none)
 }
 
 // issue sends a Fetch request to every leader of copying partitions that
@@ -244,7 +244,7 @@ func (fw *forwarder) issue(ctx context.Context, st *fetchState, taking []*partit
 			continue
 		}
 		if overlap && out > 0 {
-			if due := st.sentAt[leader].Add(max(rtt, st.cycle[leader]) / 2); now.Before(due) {
+			if due := st.sentAt[leader].Add(max(rtt, st.slowest(leader)) / 2); now.Before(due) {
 				if st.wake.IsZero() || due.Before(st.wake) {
 					st.wake = due
 				}
@@ -316,6 +316,25 @@ func halve(ps []*partition, ahead map[*partition]int64) [][]*partition {
 		sum[i] += left(p, ahead)
 	}
 	return g[:]
+}
+
+// slowest is the longer of the leader's last two requests with data (0:
+// none yet). Overlapping requests alternate between the two lanes, so the
+// slower lane sets the period at which they reach the broker: spaced by
+// half of it, a record waits at most half for the next request. Spaced by
+// half the cycle of whichever came back last, requests taking 86 ms on one
+// lane and 104 ms on the other (the benchmark's 80 ms link) reached the
+// broker 43 and 61 ms apart. The last two only: a lane's cycle from the
+// catch-up must not space the requests once that lane is no longer used.
+func (st *fetchState) slowest(leader int32) time.Duration {
+	c := st.cycle[leader]
+	return max(c[0], c[1])
+}
+
+// took records that a request to leader with data took d.
+func (st *fetchState) took(leader int32, d time.Duration) {
+	c := st.cycle[leader]
+	st.cycle[leader] = [2]time.Duration{d, c[0]}
 }
 
 // out returns the number of requests out to leader.

@@ -960,6 +960,34 @@ func TestBatchesModeFarHalvesSplitAnew(t *testing.T) {
 	require.NotEmpty(t, moved, "a partition of the slow half fetched without partition 0 before its end (slow half %v)", slow)
 }
 
+// TestOverlapPeriod: overlapping requests are spaced by half the longer of
+// the leader's last two requests with data (one per lane while they
+// alternate), so a slower lane spaces them evenly; a cycle older than that
+// no longer counts.
+func TestOverlapPeriod(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name string
+		took []time.Duration
+		want time.Duration
+	}{
+		{"none yet", nil, 0},
+		{"one", []time.Duration{86 * ms}, 86 * ms},
+		{"lanes alternate, the slower counts", []time.Duration{86 * ms, 104 * ms, 86 * ms}, 104 * ms},
+		{"an old slow cycle is forgotten", []time.Duration{400 * ms, 86 * ms, 87 * ms}, 87 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &fetchState{cycle: map[int32][2]time.Duration{}}
+			for _, d := range tt.took {
+				st.took(1, d)
+			}
+			require.Equal(t, tt.want, st.slowest(1))
+			require.Zero(t, st.slowest(2), "another leader")
+		})
+	}
+}
+
 // TestReencodeFromAnEarlierOffset: a response fetched before the partition's
 // next offset (an overlapping request's) holding an aborted transaction and
 // its abort marker before that offset and a committed transaction of the
