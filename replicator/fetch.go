@@ -41,17 +41,17 @@ import (
 // With mm2go.fetch.overlap.enabled, a far leader whose partitions are caught
 // up has two requests for all of them out, each sent half a cycle after the
 // other (overlapping; a cycle is the time a request with data takes, the
-// slower lane's, at least the round trip: see slowest): a record written at the source then waits at most
-// half a cycle, not a whole one, for a request to reach the broker. Both
-// responses carry it; the later one's copy is dropped (take: batches before
-// the partition's next offset), which is what the lower latency costs on
-// the link. The two requests go on two connections
-// (fw.lanes), each with one request out: a connection with a response
-// always on its way never goes idle, and a source broker whose kernel uses
-// BBR congestion control then cuts its window to four packets for 200 ms or
-// more every 10 s (BBR's PROBE_RTT, which an idle restart skips): a stall of
-// 300-500 ms each time in the benchmark's 80 ms link, where one connection
-// was used for both.
+// slower lane's, at least the round trip: see slowest): a record written
+// at the source then waits at most half a cycle, not a whole one, for a
+// request to reach the broker. Both responses carry it; the later one's
+// copy is dropped (take: batches before the partition's next offset), which
+// is what the lower latency costs on the link. The two requests go on two
+// connections (fw.lanes), each with one request out: a connection with a
+// response always on its way never goes idle, and a source broker whose
+// kernel uses BBR congestion control then cuts its window to four packets
+// for 200 ms or more every 10 s (BBR's PROBE_RTT, which an idle restart
+// skips): a stall of 300-500 ms each time in the benchmark's 80 ms link,
+// where one connection was used for both.
 //
 // Both requests ask each partition at its next offset, so while one
 // connection stalls (BBR's probe still hits each of the two, about every
