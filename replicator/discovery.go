@@ -188,9 +188,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			p.acked.Store(pair[0])
 		}
 		p.next, p.lastData = pl.from, pl.from-1
-		if pl.end >= 0 {
-			p.end.Store(pl.end)
-		}
+		p.end.Store(pl.end) // -1, as newPartition leaves it, where plan listed none
 		if r.parts[np.topic] == nil {
 			r.parts[np.topic] = make(map[int32]*partition)
 		}
