@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"time"
 
@@ -178,16 +179,27 @@ func abort(ctx context.Context, cl *kgo.Client, txnID string, p Producer) error 
 	})
 }
 
+// unreachableFor bounds how long retry asks again after network errors:
+// long enough to get past the seeds that are down to one that is up (kgo
+// sends each coordinator lookup to the next seed and returns a dead seed's
+// dial error as is), short enough that a cluster that is down fails the
+// caller with that error instead of holding it silently.
+const unreachableFor = 10 * time.Second
+
 // retry runs fn until it succeeds, fails with an error that is not
-// retriable, or ctx ends.
+// retriable, or ctx ends. Network errors (a seed that refuses connections)
+// are retried for unreachableFor.
 func retry(ctx context.Context, what string, fn func() error) error {
 	backoff := loop.Backoff{Min: retryFirst, Max: retryLongest}
+	start := time.Now()
 	for {
 		err := fn()
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+		_, network := errors.AsType[*net.OpError](err)
+		network = network && ctx.Err() == nil && time.Since(start) < unreachableFor
+		if !network && !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !loop.Sleep(ctx, backoff.Next()) {

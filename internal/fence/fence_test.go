@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +201,28 @@ func readCommitted(ctx context.Context, t *testing.T, seeds []string, topic stri
 		})
 	}
 	return got
+}
+
+// TestAcquireWithDeadSeeds: a bootstrap list that names brokers that are
+// down (one in maintenance, say) does not fail Acquire. kgo sends the
+// coordinator lookup to one seed and returns its dial error as is; Acquire
+// asks again, and kgo the next seed.
+func TestAcquireWithDeadSeeds(t *testing.T) {
+	onEachCluster(t, 1, func(ctx context.Context, t *testing.T, seeds []string, _ *kgo.Client, topic, txnID string) {
+		var dead []string
+		for range 3 {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			dead = append(dead, l.Addr().String())
+			require.NoError(t, l.Close())
+		}
+		// A new client per round: a client's first lookups go to its seeds.
+		for i := range 10 {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(append(slices.Clone(dead), seeds...)...))
+			require.NoError(t, err)
+			_, err = Acquire(ctx, cl, txnID, 10*time.Second, map[string][]int32{topic: {0}})
+			cl.Close()
+			require.NoError(t, err, "round %d", i)
+		}
+	})
 }
