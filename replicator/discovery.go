@@ -88,6 +88,9 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		return nil
 	}
 
+	src := r.listSourceOffsets(ctx, r.uncopied(want))
+	defer src.settled() // no listing outlives the refresh
+
 	remotes := make([]string, 0, len(want))
 	remoteOf := make(map[string]string, len(want))
 	for name := range want {
@@ -162,7 +165,19 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			}
 		}
 	}
-	news = r.checkAnchors(ctx, news, want, fresh)
+	if !src.covers(news) {
+		// A topic whose partitions were copied when the listing started
+		// (then found recreated, say) is listed now.
+		var topics []string
+		for _, np := range news {
+			if len(topics) == 0 || topics[len(topics)-1] != np.topic {
+				topics = append(topics, np.topic)
+			}
+		}
+		src = r.listSourceOffsets(ctx, topics)
+		defer src.settled()
+	}
+	news = r.checkAnchors(ctx, news, want, fresh, src)
 	var marked map[tp]bool
 	if r.fw != nil && len(news) > 0 {
 		var err error
@@ -170,7 +185,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 			return err
 		}
 	}
-	plans, err := r.plan(ctx, news, fresh, marked)
+	plans, err := r.plan(ctx, news, fresh, marked, src)
 	if err != nil {
 		return err
 	}
@@ -268,6 +283,25 @@ func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm
 		r.m.error(r.flow, reasonTopicDeleted)
 		r.log.Warn("source topic gone or no longer selected; copying stopped", zap.String("topic", t))
 	}
+}
+
+// uncopied returns the topics of want with a partition this task owns and
+// does not copy yet, sorted.
+func (r *Replicator) uncopied(want map[string]kadm.TopicDetail) []string {
+	var out []string
+	for name, d := range want {
+		if _, blocked := r.inc.blocked[name]; blocked {
+			continue
+		}
+		for _, pd := range d.Partitions {
+			if r.owns(name, pd.Partition) && r.lookup(name, pd.Partition) == nil {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // createRemoteTopics creates the remote topics of the named source topics

@@ -862,6 +862,87 @@ func TestBatchesModeStartAsksNothingTwice(t *testing.T) {
 	require.Equal(t, 2, strings.Count(strings.Join(asked, " "), "ListOffsets"), "asked: %v", asked)
 }
 
+// TestBatchesModeListsSourceWhileFencing: the source's offsets are listed
+// while the target is readied for the new partitions (remote topic,
+// fencing), not after it: round trips to a source in another region that a
+// start does not take in turn. The fencing's requests wait here until the
+// source was asked for its offsets, which before came after the fence. The
+// listings before the first Fetch: the start and end offsets; on a restart
+// with read_committed also the high watermarks, which the stored positions
+// are checked against; with read_uncommitted the ends are those, and the
+// check and the plan share one listing.
+func TestBatchesModeListsSourceWhileFencing(t *testing.T) {
+	for _, tc := range []struct {
+		isolation      string
+		first, restart int // ListOffsets requests before the first Fetch
+	}{
+		{"read_committed", 2, 3},
+		{"read_uncommitted", 2, 2},
+	} {
+		t.Run(tc.isolation, func(t *testing.T) {
+			b := newBed(t)
+			b.createTopic(b.srcAdm, "orders", 3, nil)
+			b.produce("orders", 3, 0, 30)
+			b.lagEvery = time.Hour // no periodic listing in between
+			var mu sync.Mutex
+			var lists int
+			fetched := false
+			listed := make(chan struct{}) // closed at the run's first ListOffsets
+			b.src.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.src.KeepControl()
+				mu.Lock()
+				defer mu.Unlock()
+				if !fetched {
+					if lists == 0 {
+						close(listed)
+					}
+					lists++
+				}
+				return nil, nil, false
+			})
+			b.src.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				b.src.KeepControl()
+				if len(kr.(*kmsg.FetchRequest).Topics) > 0 {
+					mu.Lock()
+					fetched = true
+					mu.Unlock()
+				}
+				return nil, nil, false
+			})
+			var late atomic.Bool // a fencing request found no listing of the source after 5 s
+			b.dst.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.dst.KeepControl()
+				mu.Lock()
+				ch := listed
+				mu.Unlock()
+				select {
+				case <-ch:
+				case <-time.After(5 * time.Second):
+					late.Store(true)
+				}
+				return nil, nil, false
+			})
+			flow := b.flow("mm2go.copy.mode = batches", "topics = orders", "A->B.consumer.isolation.level = "+tc.isolation)
+			for i, want := range []int{tc.first, tc.restart} {
+				if i > 0 {
+					mu.Lock()
+					lists, fetched, listed = 0, false, make(chan struct{})
+					mu.Unlock()
+					b.produce("orders", 3, 30, 30)
+				}
+				stop := b.run(flow, prometheus.NewRegistry())
+				require.Eventually(t, func() bool { return b.copied("A.orders") == int64(30*(i+1)) }, 20*time.Second, 20*time.Millisecond)
+				require.NoError(t, stop())
+				require.False(t, late.Load(), "run %d: the source's offsets were listed only after the fencing", i)
+				mu.Lock()
+				require.True(t, fetched)
+				require.Equal(t, want, lists, "run %d: ListOffsets before the first Fetch", i)
+				mu.Unlock()
+			}
+		})
+	}
+}
+
 // TestHalve: a far leader's partitions are split into two groups of about
 // the same backlog (from the predicted offset where there is one), the
 // partitions with nothing left spread over both.

@@ -30,6 +30,99 @@ type planned struct {
 	end  int64
 }
 
+// sourceOffsets are the source's offsets of the topics with partitions
+// not copied yet, listed in the background (listSourceOffsets) while
+// discovery readies the target for them (remote topics, fencing): two round
+// trips to a source in another region that a start does not wait for in
+// turn. starts are the log starts, ends the ends plan resumes and measures
+// lag by (the last stable offsets with read_committed), high the high
+// watermarks (ends itself with read_uncommitted; with read_committed listed
+// only where a position is stored, see anchored).
+type sourceOffsets struct {
+	topics             map[string]bool // the topics listed
+	done               chan struct{}
+	starts, ends, high kadm.ListedOffsets
+	err                error
+}
+
+// listSourceOffsets starts listing the source's offsets of topics.
+func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *sourceOffsets {
+	so := &sourceOffsets{topics: make(map[string]bool, len(topics)), done: make(chan struct{})}
+	for _, t := range topics {
+		so.topics[t] = true
+	}
+	if len(topics) == 0 {
+		close(so.done)
+		return so
+	}
+	committed := r.o.Flow.SourceIsolationLevel == config.ReadCommitted
+	high := !committed || r.anchored(so.topics)
+	go func() {
+		defer close(so.done)
+		var g errgroup.Group
+		list := func(out *kadm.ListedOffsets, what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) {
+			g.Go(func() (err error) {
+				if *out, err = fn(ctx, topics...); err != nil {
+					return fmt.Errorf("list %s offsets on %s: %w", what, r.o.Flow.Source, err)
+				}
+				return nil
+			})
+		}
+		list(&so.starts, "start", r.o.SourceAdmin.ListStartOffsets)
+		if high {
+			list(&so.high, "end", r.o.SourceAdmin.ListEndOffsets)
+		}
+		if committed {
+			list(&so.ends, "last stable", r.o.SourceAdmin.ListCommittedOffsets)
+		}
+		so.err = g.Wait()
+		if !committed {
+			so.ends = so.high
+		}
+	}()
+	return so
+}
+
+// settled returns when the listing is done.
+func (so *sourceOffsets) settled() { <-so.done }
+
+// covers reports whether so lists the topics of parts.
+func (so *sourceOffsets) covers(parts []newPart) bool {
+	for _, p := range parts {
+		if !so.topics[p.topic] {
+			return false
+		}
+	}
+	return true
+}
+
+// anchored reports whether a partition of topics has a position stored
+// (progress or offset map), which checkAnchors holds against the source's
+// high watermarks.
+func (r *Replicator) anchored(topics map[string]bool) bool {
+	for t := range topics {
+		if len(r.stored[t]) > 0 {
+			return true
+		}
+	}
+	for k := range r.maps {
+		if topics[k.topic] {
+			return true
+		}
+	}
+	return false
+}
+
+// wait returns when the listing is done, with its error, or ctx's.
+func (so *sourceOffsets) wait(ctx context.Context) error {
+	select {
+	case <-so.done:
+		return so.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // plan decides where each new partition resumes.
 //
 // The last record known to be copied (the anchor) comes from mm2go's
@@ -48,47 +141,40 @@ type planned struct {
 // partition) got the abort marker of this start's fencing as its last
 // offset: that offset is no copy to look for, so after a clean stop nothing
 // is read.
-func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool, marked map[tp]bool) (map[tp]planned, error) {
+func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string]bool, marked map[tp]bool, src *sourceOffsets) (map[tp]planned, error) {
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	var remotes, sources []string
-	seenR, seenS := map[string]bool{}, map[string]bool{}
+	var remotes []string
+	seen := map[string]bool{}
 	for _, p := range parts {
-		if !seenR[p.remote] {
-			seenR[p.remote] = true
+		if !seen[p.remote] {
+			seen[p.remote] = true
 			remotes = append(remotes, p.remote)
 		}
-		if !seenS[p.topic] {
-			seenS[p.topic] = true
-			sources = append(sources, p.topic)
-		}
 	}
-	// Four listings at once: each is a round trip, a long one to a source
-	// in another region.
-	var dstEnds, dstStarts, srcStarts, srcEndsL kadm.ListedOffsets
+	// The target's two listings at once, while the source's (src) may
+	// still be on their way.
+	var dstEnds, dstStarts kadm.ListedOffsets
 	var g errgroup.Group
-	list := func(out *kadm.ListedOffsets, what, cluster string, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) {
+	list := func(out *kadm.ListedOffsets, what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) {
 		g.Go(func() (err error) {
-			if *out, err = fn(ctx, topics...); err != nil {
-				return fmt.Errorf("list %s offsets on %s: %w", what, cluster, err)
+			if *out, err = fn(ctx, remotes...); err != nil {
+				return fmt.Errorf("list %s offsets on %s: %w", what, r.o.Flow.Target, err)
 			}
 			return nil
 		})
 	}
-	srcEnd := r.o.SourceAdmin.ListEndOffsets
-	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
-		srcEnd = r.o.SourceAdmin.ListCommittedOffsets
-	}
-	list(&dstEnds, "end", r.o.Flow.Target, r.o.TargetAdmin.ListEndOffsets, remotes)
-	list(&dstStarts, "start", r.o.Flow.Target, r.o.TargetAdmin.ListStartOffsets, remotes)
-	list(&srcStarts, "start", r.o.Flow.Source, r.o.SourceAdmin.ListStartOffsets, sources)
-	list(&srcEndsL, "end", r.o.Flow.Source, srcEnd, sources)
+	list(&dstEnds, "end", r.o.TargetAdmin.ListEndOffsets)
+	list(&dstStarts, "start", r.o.TargetAdmin.ListStartOffsets)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if err := src.wait(ctx); err != nil {
+		return nil, err
+	}
 	targetEnd, targetStart := listed(dstEnds), listed(dstStarts)
-	sourceStart, sourceEnd := listed(srcStarts), listed(srcEndsL)
+	sourceStart, sourceEnd := listed(src.starts), listed(src.ends)
 
 	// Partitions another replicator (Apache MM2) copied before mm2go: its
 	// offset syncs say where its last copies are and let old offsets

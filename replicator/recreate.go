@@ -179,7 +179,7 @@ func (r *Replicator) checkIncarnations(ctx context.Context, want map[string]kadm
 // backwards (recreated, or truncated), so the position does not belong to
 // what the partition holds now. It handles such topics with onRecreated and
 // returns the partitions that may be planned.
-func (r *Replicator) checkAnchors(ctx context.Context, news []newPart, want map[string]kadm.TopicDetail, fresh map[string]bool) []newPart {
+func (r *Replicator) checkAnchors(ctx context.Context, news []newPart, want map[string]kadm.TopicDetail, fresh map[string]bool, src *sourceOffsets) []newPart {
 	anchors := make(map[tp]int64)
 	var topics []string
 	seen := make(map[string]bool)
@@ -209,11 +209,10 @@ func (r *Replicator) checkAnchors(ctx context.Context, news []newPart, want map[
 	// The high watermark, whatever the isolation level: Apache MM2 reads
 	// uncommitted records and may have stored a position past the last
 	// stable offset; only one past the high watermark is impossible.
-	ends, err := r.o.SourceAdmin.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		// plan lists the same offsets and reports the failure.
-		return news
+	if err := src.wait(ctx); err != nil {
+		return news // plan reports the failure
 	}
+	ends := src.high
 	bad := make(map[string]bool)
 	remoteOf := make(map[string]string)
 	var badTopics []string

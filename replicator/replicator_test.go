@@ -67,7 +67,9 @@ func newBedBrokers(t *testing.T, n int) *bed {
 	b.src = newClusterBrokers(t, n)
 	b.dst = newClusterBrokers(t, n)
 	b.srcCl = newClient(t, b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	b.dstCl = newClient(t, b.dst)
+	// A topic the replicator creates is seen at once (kgo caches a topic
+	// it found missing for its metadata min age, 5 s by default).
+	b.dstCl = newClient(t, b.dst, kgo.MetadataMinAge(50*time.Millisecond))
 	b.srcAdm, b.dstAdm = kadm.NewClient(b.srcCl), kadm.NewClient(b.dstCl)
 	return b
 }
