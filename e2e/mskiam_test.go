@@ -56,12 +56,14 @@ func testMSKIAMInterop(t *testing.T) {
 		var ours, theirs map[string]string
 		require.NoError(t, json.Unmarshal(got, &ours), "%s", got)
 		require.NoError(t, json.Unmarshal([]byte(java.Payload), &theirs), "%s", java.Payload)
+		require.Equal(t, "900", ours["x-amz-expires"])
+		require.Contains(t, javaExpires, theirs["x-amz-expires"])
 		for _, p := range []map[string]string{ours, theirs} {
-			require.Equal(t, referenceSignature(t, creds, host, p["x-amz-date"]), p["x-amz-signature"], "signature of %v", p)
+			require.Equal(t, referenceSignature(t, creds, host, p["x-amz-date"], p["x-amz-expires"]), p["x-amz-signature"], "signature of %v", p)
 			require.Equal(t, creds.AccessKeyID+"/"+p["x-amz-date"][:8]+"/eu-central-1/kafka-cluster/aws4_request", p["x-amz-credential"])
 		}
 		require.Equal(t, "mm2go", ours["user-agent"])
-		for _, k := range []string{"x-amz-date", "x-amz-signature", "user-agent", "x-amz-credential"} {
+		for _, k := range []string{"x-amz-date", "x-amz-signature", "user-agent", "x-amz-credential", "x-amz-expires"} {
 			delete(ours, k)
 			delete(theirs, k)
 		}
@@ -77,13 +79,15 @@ func testMSKIAMInterop(t *testing.T) {
 		tok = strings.TrimRight(tok, "\x01")
 		ours, theirs := tokenURL(t, tok), tokenURL(t, java.Token)
 		const tokenHost = "kafka.eu-central-1.amazonaws.com"
+		require.Equal(t, "900", ours.Query().Get("X-Amz-Expires"))
+		require.Contains(t, javaExpires, theirs.Query().Get("X-Amz-Expires"))
 		for _, u := range []*url.URL{ours, theirs} {
 			require.Equal(t, "https://"+tokenHost, u.Scheme+"://"+u.Host+u.Path, "%s", u)
 			q := u.Query()
-			require.Equal(t, referenceSignature(t, creds, tokenHost, q.Get("X-Amz-Date")), q.Get("X-Amz-Signature"), "signature of %s", u)
+			require.Equal(t, referenceSignature(t, creds, tokenHost, q.Get("X-Amz-Date"), q.Get("X-Amz-Expires")), q.Get("X-Amz-Signature"), "signature of %s", u)
 		}
-		// The same URL, byte for byte, but for the time, the signature and
-		// the user agent.
+		// The same URL, byte for byte, but for the time, its validity, the
+		// signature and the user agent.
 		require.Equal(t, sameShape(theirs.String(), theirs), sameShape(ours.String(), ours))
 	})
 }
@@ -156,12 +160,12 @@ func prefixed(p string, lines []string) []string {
 
 // referenceSignature presigns MSK's connect request for host at date
 // (yyyymmddThhmmssZ) with the AWS SDK for Go's SigV4 signer.
-func referenceSignature(t *testing.T, creds aws.Credentials, host, date string) string {
+func referenceSignature(t *testing.T, creds aws.Credentials, host, date, expires string) string {
 	t.Helper()
 	at, err := time.Parse("20060102T150405Z", date)
 	require.NoError(t, err, "X-Amz-Date %q", date)
 	region := strings.Split(strings.TrimSuffix(host, ".amazonaws.com"), ".")
-	req, err := http.NewRequest(http.MethodGet, "https://"+host+"/?Action=kafka-cluster%3AConnect&X-Amz-Expires=900", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://"+host+"/?Action=kafka-cluster%3AConnect&X-Amz-Expires="+expires, nil)
 	require.NoError(t, err)
 	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req,
 		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "kafka-cluster", region[len(region)-1], at)
@@ -181,11 +185,16 @@ func tokenURL(t *testing.T, tok string) *url.URL {
 	return u
 }
 
-// sameShape replaces the values of X-Amz-Date, X-Amz-Signature and
-// User-Agent in raw (u's string) with their names.
+// javaExpires are the validities, in seconds, Amazon's Java library signs
+// with: 15 minutes from when it starts, counted in whole seconds when it
+// signs, so 899 when a second ended in between. mm2go signs 900.
+var javaExpires = []string{"899", "900"}
+
+// sameShape replaces the values of X-Amz-Date, X-Amz-Expires,
+// X-Amz-Signature and User-Agent in raw (u's string) with their names.
 func sameShape(raw string, u *url.URL) string {
 	q := u.Query()
-	for _, k := range []string{"X-Amz-Date", "X-Amz-Signature", "User-Agent"} {
+	for _, k := range []string{"X-Amz-Date", "X-Amz-Expires", "X-Amz-Signature", "User-Agent"} {
 		raw = strings.Replace(raw, k+"="+strings.ReplaceAll(url.QueryEscape(q.Get(k)), "+", "%20"), k+"=<"+k+">", 1)
 	}
 	return raw
