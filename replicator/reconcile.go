@@ -60,20 +60,13 @@ func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *so
 	go func() {
 		defer close(so.done)
 		var g errgroup.Group
-		list := func(out *kadm.ListedOffsets, what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) {
-			g.Go(func() (err error) {
-				if *out, err = fn(ctx, topics...); err != nil {
-					return fmt.Errorf("list %s offsets on %s: %w", what, r.o.Flow.Source, err)
-				}
-				return nil
-			})
-		}
-		list(&so.starts, "start", r.o.SourceAdmin.ListStartOffsets)
+		adm, cluster := r.o.SourceAdmin, r.o.Flow.Source
+		listInto(ctx, &g, &so.starts, "start", cluster, adm.ListStartOffsets, topics)
 		if high {
-			list(&so.high, "end", r.o.SourceAdmin.ListEndOffsets)
+			listInto(ctx, &g, &so.high, "end", cluster, adm.ListEndOffsets, topics)
 		}
 		if committed {
-			list(&so.ends, "last stable", r.o.SourceAdmin.ListCommittedOffsets)
+			listInto(ctx, &g, &so.ends, "last stable", cluster, adm.ListCommittedOffsets, topics)
 		}
 		so.err = g.Wait()
 		if !committed {
@@ -81,6 +74,17 @@ func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *so
 		}
 	}()
 	return so
+}
+
+// listInto lists the offsets of topics with fn in g, into out; the error
+// names what was listed and on which cluster.
+func listInto(ctx context.Context, g *errgroup.Group, out *kadm.ListedOffsets, what, cluster string, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) {
+	g.Go(func() (err error) {
+		if *out, err = fn(ctx, topics...); err != nil {
+			return fmt.Errorf("list %s offsets on %s: %w", what, cluster, err)
+		}
+		return nil
+	})
 }
 
 // settled returns when the listing is done.
@@ -157,16 +161,8 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	// still be on their way.
 	var dstEnds, dstStarts kadm.ListedOffsets
 	var g errgroup.Group
-	list := func(out *kadm.ListedOffsets, what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) {
-		g.Go(func() (err error) {
-			if *out, err = fn(ctx, remotes...); err != nil {
-				return fmt.Errorf("list %s offsets on %s: %w", what, r.o.Flow.Target, err)
-			}
-			return nil
-		})
-	}
-	list(&dstEnds, "end", r.o.TargetAdmin.ListEndOffsets)
-	list(&dstStarts, "start", r.o.TargetAdmin.ListStartOffsets)
+	listInto(ctx, &g, &dstEnds, "end", r.o.Flow.Target, r.o.TargetAdmin.ListEndOffsets, remotes)
+	listInto(ctx, &g, &dstStarts, "start", r.o.Flow.Target, r.o.TargetAdmin.ListStartOffsets, remotes)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +43,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mm2go/mm2go/config"
+	"github.com/mm2go/mm2go/internal/ktest"
 )
 
 // deployDir is the repository's deploy/ directory, seen from this package.
@@ -131,13 +131,7 @@ func TestDeployMetricsExist(t *testing.T) {
 	// Three seed brokers nobody listens on before the live one: kgo starts
 	// at a random seed, so the daemon's clients (a dozen) fail to connect
 	// now and then (kgo connect errors) and go on with the live seed.
-	var deadSeeds []string
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		deadSeeds = append(deadSeeds, l.Addr().String())
-		require.NoError(t, l.Close())
-	}
+	deadSeeds := ktest.DeadAddrs(t, 3)
 	seeds := func(c *kfake.Cluster) string {
 		return strings.Join(append(slices.Clone(deadSeeds), c.ListenAddrs()...), ",")
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -213,13 +212,7 @@ func TestAcquireWithDeadSeeds(t *testing.T) {
 	defer cancel()
 	seeds := ktest.Fake(t, 3).ListenAddrs()
 	_, topic := newTopic(ctx, t, seeds, 1)
-	var dead []string
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		dead = append(dead, l.Addr().String())
-		require.NoError(t, l.Close())
-	}
+	dead := ktest.DeadAddrs(t, 3)
 	// A new client per round, whose first lookup goes to a random seed:
 	// one of the dead three in 3 of 4 rounds.
 	for i := range 10 {

@@ -133,3 +133,22 @@ func Client(t testing.TB, seeds []string, opts ...kgo.Opt) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// DeadAddrs returns n loopback addresses nobody listens on (a port just
+// released): bootstrap brokers that refuse connections, as brokers that are
+// down do.
+func DeadAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		out = append(out, l.Addr().String())
+		if err := l.Close(); err != nil {
+			t.Fatalf("close listener: %v", err)
+		}
+	}
+	return out
+}
