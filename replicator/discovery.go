@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -168,13 +169,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 	if !src.covers(news) {
 		// A topic whose partitions were copied when the listing started
 		// (then found recreated, say) is listed now.
-		var topics []string
-		for _, np := range news {
-			if len(topics) == 0 || topics[len(topics)-1] != np.topic {
-				topics = append(topics, np.topic)
-			}
-		}
-		src = r.listSourceOffsets(ctx, topics)
+		src = r.listSourceOffsets(ctx, topicsOf(news))
 		defer src.settled()
 	}
 	news = r.checkAnchors(ctx, news, want, fresh, src)
@@ -283,6 +278,16 @@ func (r *Replicator) dropVanished(listed kadm.TopicDetails, want map[string]kadm
 		r.m.error(r.flow, reasonTopicDeleted)
 		r.log.Warn("source topic gone or no longer selected; copying stopped", zap.String("topic", t))
 	}
+}
+
+// topicsOf returns the source topics of parts, each once, sorted.
+func topicsOf(parts []newPart) []string {
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.topic)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // uncopied returns the topics of want with a partition this task owns and

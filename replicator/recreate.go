@@ -181,8 +181,6 @@ func (r *Replicator) checkIncarnations(ctx context.Context, want map[string]kadm
 // returns the partitions that may be planned.
 func (r *Replicator) checkAnchors(ctx context.Context, news []newPart, want map[string]kadm.TopicDetail, fresh map[string]bool, src *sourceOffsets) []newPart {
 	anchors := make(map[tp]int64)
-	var topics []string
-	seen := make(map[string]bool)
 	for _, np := range news {
 		k := tp{np.topic, np.partition}
 		next := int64(-1)
@@ -198,12 +196,8 @@ func (r *Replicator) checkAnchors(ctx context.Context, news []newPart, want map[
 			continue
 		}
 		anchors[k] = next
-		if !seen[np.topic] {
-			seen[np.topic] = true
-			topics = append(topics, np.topic)
-		}
 	}
-	if len(topics) == 0 {
+	if len(anchors) == 0 {
 		return news
 	}
 	// The high watermark, whatever the isolation level: Apache MM2 reads
