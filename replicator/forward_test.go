@@ -107,7 +107,7 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 		rs = append(rs, r)
 		want[0] = append(want[0], toRecord(r))
 	}
-	require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr()) // one batch of ~5 kB
+	b.produceBatch(rs...) // one batch of ~5 kB
 
 	reg := prometheus.NewRegistry()
 	// No fencing: its abort marker would take the first remote offset.
@@ -725,7 +725,7 @@ func TestBatchesModeSlowTargetBroker(t *testing.T) {
 			rs = append(rs, r)
 			want[p] = append(want[p], toRecord(r))
 		}
-		require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
+		b.produceBatch(rs...)
 	}
 	ends := func() (p0, p1 int64) {
 		o, err := b.dstAdm.ListEndOffsets(context.Background(), "A.slow")
