@@ -15,11 +15,11 @@ import (
 // (mm2go.provenance.headers=auto) stops the loop: each cluster ends with its
 // own records and the other's, once each, and nothing more arrives.
 func TestIntegrationActiveActiveIdentity(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("orders")
 	e.createTopic(topic, 2, nil)
-	_, err := e.dstAdm.CreateTopic(e.ctx(), 2, 1, nil, topic)
-	require.NoError(t, err)
+	createTopicOn(t, e.dstAdm, topic, 2, nil)
 	cfg := e.config(
 		"replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
 		e.dst+"->"+e.src+".enabled = true",

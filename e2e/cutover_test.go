@@ -50,6 +50,7 @@ type cutoverResult struct {
 func TestIntegrationCutover(t *testing.T) { firstPassOnly(testCutover)(t) }
 
 func testCutover(t *testing.T) {
+	beside(t)
 	need3(t)
 	id := uid(t)
 	src, dst := "p"+id, "s"+id
@@ -205,12 +206,12 @@ func testCutover(t *testing.T) {
 func TestIntegrationFailback(t *testing.T) { firstPassOnly(testFailback)(t) }
 
 func testFailback(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	ctx := e.ctx()
 	topic, group := e.topic("fb"), "gfb"+e.id
 	e.createTopic(topic, 3, nil)
-	_, err := e.dstAdm.CreateTopic(ctx, 3, 1, nil, topic) // the secondary's local topic
-	require.NoError(t, err)
+	createTopicOn(t, e.dstAdm, topic, 3, nil) // the secondary's local topic
 	seq := 0
 	produceN(t, e.srcCl, []string{topic}, 3, 90, &seq)
 
@@ -299,6 +300,7 @@ func testFailback(t *testing.T) {
 func TestIntegrationStopAtEnd(t *testing.T) { firstPassOnly(testStopAtEnd)(t) }
 
 func testStopAtEnd(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	ctx := e.ctx()
 	topic, group := e.topic("eot"), "geot"+e.id

@@ -174,12 +174,7 @@ func (f *failover) switchProducer() {
 	if !f.v.identity {
 		// The local topic exists before the producer is switched, so the
 		// group-offset sync initializes the group's offsets on it.
-		_, err := e.dstAdm.CreateTopic(e.ctx(), 6, 1, nil, f.topic)
-		require.NoError(t, err)
-		eventually(t, 30*time.Second, "local topic "+f.topic+" on the target ready", func() bool {
-			ends, err := tryEndsOf(e.dstAdm, e.dst, f.topic)
-			return err == nil && len(ends) == 6
-		})
+		createTopicOn(t, e.dstAdm, f.topic, 6, nil)
 	}
 	if f.v.pause {
 		f.prod.pause()
@@ -378,6 +373,7 @@ func (f *failover) check(o outcome, more string) {
 // never saw the group consume learns from the checkpoints that it did; the
 // checkpoint package's unit tests show that path alone.)
 func TestIntegrationFailoverTakeover(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{takeover: true})
 	f.run()
 	f.failover()
@@ -388,6 +384,7 @@ func TestIntegrationFailoverTakeover(t *testing.T) {
 // target the consumer reads "<src>.messages" and the local "messages".
 // It also checks the checkpoints and offset syncs the run left behind.
 func TestIntegrationFailoverDefault(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{})
 	f.run()
 	f.failover()
@@ -402,6 +399,7 @@ func TestIntegrationFailoverDefault(t *testing.T) {
 // `failover check` passed, that is once replication has copied everything:
 // see TestIntegrationFailoverIdentityInterleaved for why.
 func TestIntegrationFailoverIdentity(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{identity: true, pause: true})
 	f.run()
 	f.failover()
@@ -422,6 +420,7 @@ func TestIntegrationFailoverIdentity(t *testing.T) {
 // translation must give is nothing missing (nothing is ever skipped),
 // with duplicates only of the copies that follow the first foreign record.
 func TestIntegrationFailoverIdentityInterleaved(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{identity: true, overlap: true})
 	e := f.e
 	f.run()
@@ -476,6 +475,7 @@ func TestIntegrationFailoverIdentityInterleaved(t *testing.T) {
 // the ids still in the source log at the end (or sent to the target) that
 // the consumer never received.
 func TestIntegrationFailoverCompacted(t *testing.T) {
+	beside(t)
 	ms, ratio, del, lag := "200", "0.01", "500", "0"
 	f := newFailover(t, variant{
 		configs: map[string]*string{"cleanup.policy": strPtr("compact"), "segment.ms": &ms,
@@ -539,6 +539,7 @@ func TestIntegrationFailoverCompacted(t *testing.T) {
 // abort every fourth transaction; consumers read committed. Sent are the
 // committed records only; none of the aborted ones may be received.
 func TestIntegrationFailoverTransactions(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{txn: true, w: workload{batch: 30, every: 20 * time.Millisecond, abortEvery: 4}})
 	f.run()
 	f.failover()
@@ -562,6 +563,7 @@ func TestIntegrationFailoverTransactions(t *testing.T) {
 // and started again after the consumer's last commit on the source and
 // before the consumer is switched.
 func TestIntegrationFailoverRestart(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{restart: true})
 	f.run()
 	f.failover()
@@ -571,6 +573,7 @@ func TestIntegrationFailoverRestart(t *testing.T) {
 // TestIntegrationFailoverBacklog is case (f): the group leaves the source
 // 100k records behind and reads them on the target.
 func TestIntegrationFailoverBacklog(t *testing.T) {
+	beside(t)
 	const backlog = 100_000
 	f := newFailover(t, variant{backlog: backlog})
 	f.run()
@@ -591,6 +594,7 @@ func TestIntegrationFailoverBacklog(t *testing.T) {
 // followed by the way back: source -> target -> source, nothing missing and
 // nothing twice over all three phases.
 func TestIntegrationFailoverFailback(t *testing.T) {
+	beside(t)
 	f := newFailover(t, variant{})
 	f.run()
 	f.failover()
@@ -794,6 +798,7 @@ func commitAt(t *testing.T, adm *kadm.Client, group string, ends map[partKey]int
 // lag); at the end the checkpoints are monotonic, the empty partition is
 // checkpointed and synced as 0, and the synced offsets are the remote ends.
 func TestIntegrationFailoverCheckpoints(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	tp := e.topic("ten")
 	e.createTopic(tp, 10, nil)
@@ -909,6 +914,7 @@ func TestIntegrationFailoverCheckpoints(t *testing.T) {
 // mm2-offset-syncs.<dst>.internal on the source (and, as MM2 runs no
 // checkpoint connector then, no checkpoints topic).
 func TestIntegrationFailoverNoOffsetSyncs(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	tp := e.topic("nosyncs")
 	e.createTopic(tp, 3, nil)
@@ -943,6 +949,7 @@ func TestIntegrationFailoverNoOffsetSyncs(t *testing.T) {
 // the data), the source gets no syncs topic, and the group is checkpointed
 // and can fail over.
 func TestIntegrationFailoverOffsetSyncsOnTarget(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	tp := e.topic("synctarget")
 	e.createTopic(tp, 3, nil)

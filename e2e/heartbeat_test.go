@@ -63,6 +63,7 @@ func topicShape(t *testing.T, adm *kadm.Client, topic string) (int, string) {
 // replicates to "<src>.heartbeats" on dst. `mm2go topology` then sees src
 // one hop upstream of dst.
 func TestIntegrationHeartbeats(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	cfg := e.config("emit.heartbeats.interval.seconds = 1", e.src+"->"+e.dst+".topics = t"+e.id+"-.*, heartbeats")
 	p := e.start("-c", cfg, "--web.listen-address", "")

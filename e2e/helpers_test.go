@@ -129,8 +129,33 @@ func (e *env) ctx() context.Context {
 // createTopic creates a source topic.
 func (e *env) createTopic(name string, partitions int32, configs map[string]*string) {
 	e.t.Helper()
-	_, err := e.srcAdm.CreateTopic(e.ctx(), partitions, 1, configs, name)
-	require.NoError(e.t, err)
+	createTopicOn(e.t, e.srcAdm, name, partitions, configs)
+}
+
+// createTopicOn creates a topic with adm's cluster and waits until its
+// metadata shows a leader for each partition. Listed or written right after
+// its creation, a topic may be unknown yet to the broker asked (on a busy
+// machine): a producer gives up on it after a few retries, an offset
+// listing fails at once.
+func createTopicOn(t *testing.T, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := adm.CreateTopic(ctx, partitions, 1, configs, name)
+	require.NoError(t, err, "create topic %s", name)
+	eventually(t, 30*time.Second, "topic "+name+" with a leader for each partition", func() bool {
+		md, err := adm.Metadata(ctx, name)
+		d, ok := md.Topics[name]
+		if err != nil || !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // config writes an MM2 properties file for the flow src->dst that
@@ -385,6 +410,15 @@ func exactlyOnce() bool { return os.Getenv("MM2GO_TEST_COPY_MODE") == "exactly-o
 // firstPassOnly runs test only in the suite's first pass (the default copy
 // mode): testbed/test.sh runs the end-to-end tests again in the record copy
 // mode, where test would check nothing that depends on the mode.
+// beside runs t beside the other parallel tests, after the serial ones. For
+// a test whose topics, groups and aliases are its own, which stops no shared
+// broker and bounds no duration that a busy machine could exceed: most of
+// its time is spent waiting on mm2go and the brokers.
+func beside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 func firstPassOnly(test func(*testing.T)) func(*testing.T) {
 	return func(t *testing.T) {
 		t.Helper()

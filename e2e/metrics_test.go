@@ -32,6 +32,7 @@ var eventOnly = map[string]bool{
 // and a consumer group, and checks that every metric the shipped dashboard
 // and alert rules use is exported (apart from the event-only ones).
 func TestIntegrationMetrics(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("m")
 	e.createTopic(topic, 2, nil)

@@ -149,10 +149,7 @@ func scCreate(t *testing.T, adm *kadm.Client, topic string, partitions int32, co
 	for k, v := range configs {
 		cfg[k] = kadm.StringPtr(v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic)
-	require.NoError(t, err, "create %s", topic)
+	createTopicOn(t, adm, topic, partitions, cfg)
 }
 
 // scProducer is a client writing to chosen partitions of a cluster.

@@ -34,6 +34,7 @@ type offsetsDoc struct {
 // matching RE, the same document as `mm2go offsets translate --groups RE
 // --json`, with the exact target offsets.
 func TestIntegrationOffsetsAPI(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("o")
 	e.createTopic(topic, 2, nil)

@@ -125,6 +125,7 @@ func total(m map[string]map[int32][]rec) int64 {
 // same records in the same order per partition, and the progress stored in
 // the Connect offsets topic must be MM2's bytes.
 func TestIntegrationReplicate(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topics := []string{e.topic("a"), e.topic("b"), e.topic("c")}
 	for _, tp := range topics {
@@ -212,6 +213,7 @@ func TestIntegrationNewTopic(t *testing.T) {
 // TestIntegrationKill is issue case (c): mm2go killed with SIGKILL in the
 // middle of a stream and restarted misses no record.
 func TestIntegrationKill(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topics := []string{e.topic("k1"), e.topic("k2")}
 	for _, tp := range topics {
@@ -360,6 +362,7 @@ func scrape(t *testing.T, addr, series string) float64 {
 // starts copying the new topic, and a broken file is refused while the
 // running configuration goes on.
 func TestIntegrationReload(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	a, b := e.topic("a"), e.topic("b")
 	e.createTopic(a, 1, nil)

@@ -17,6 +17,7 @@ import (
 // the topic stops (nothing copied from a wrong offset) with an error naming
 // the topic, and the blocked partitions are exported.
 func TestIntegrationSourceTopicRecreated(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("re")
 	e.createTopic(topic, 1, nil)
@@ -63,6 +64,7 @@ func TestIntegrationSourceTopicRecreated(t *testing.T) {
 // mm2go copied them are counted and logged when copying resumes, never
 // skipped silently.
 func TestIntegrationRetentionLoss(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("lost")
 	e.createTopic(topic, 1, nil)
@@ -94,6 +96,7 @@ func TestIntegrationRetentionLoss(t *testing.T) {
 // mm2go copies it gives a few log lines, not a storm (547 warnings in 3.6 s
 // before warnings of one cause were written once per 30 s).
 func TestIntegrationSourceTopicDeletedQuietly(t *testing.T) {
+	beside(t)
 	e := newEnv(t)
 	topic := e.topic("gone")
 	e.createTopic(topic, 6, nil)

@@ -56,6 +56,7 @@ func runVerify(t *testing.T, cfg string, extra ...string) (int, verifyReport) {
 // value changed (each reported at its offset), and on a compacted source
 // topic whose cleaner ran after the copy (explained, not loss).
 func TestIntegrationVerify(t *testing.T) {
+	beside(t)
 	t.Run("copy", func(t *testing.T) {
 		e := newEnv(t)
 		topic := e.topic("v")
@@ -140,8 +141,7 @@ func TestIntegrationVerify(t *testing.T) {
 		topic := e.topic("d")
 		remote := e.remote(topic)
 		e.createTopic(topic, 1, nil)
-		_, err := e.dstAdm.CreateTopic(e.ctx(), 1, 1, nil, remote)
-		require.NoError(t, err)
+		createTopicOn(t, e.dstAdm, remote, 1, nil)
 		base := time.Now().Add(-time.Hour).UnixMilli()
 		record := func(o int) *kgo.Record {
 			return &kgo.Record{Key: fmt.Appendf(nil, "k%d", o), Value: fmt.Appendf(nil, "v%d", o), Timestamp: time.UnixMilli(base + int64(o)),
@@ -173,8 +173,7 @@ func TestIntegrationVerify(t *testing.T) {
 		// The offset map says that source offsets 0-49 were copied to
 		// target offsets 0-49 and the flow stands at 50.
 		mapTopic := offsetmap.Topic(e.src)
-		_, err = e.dstAdm.CreateTopic(e.ctx(), 1, 1, map[string]*string{"cleanup.policy": strPtr("compact")}, mapTopic)
-		require.NoError(t, err)
+		createTopicOn(t, e.dstAdm, mapTopic, 1, map[string]*string{"cleanup.policy": strPtr("compact")})
 		seg, err := offsetmap.SegmentRecord(mapTopic, offsetmap.Segment{Topic: topic, Partition: 0, From: 0, Last: 49, Down: 0})
 		require.NoError(t, err)
 		pos, err := offsetmap.PositionRecord(mapTopic, offsetmap.Position{Topic: topic, Partition: 0, Next: 50, DownNext: 50}, [16]byte{})
