@@ -214,6 +214,79 @@ func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 	require.NoError(t, stop())
 }
 
+// TestBatchesModeTailCopiedWhileFencing: a writer of the same flow goes on
+// copying after a new one listed the source's offsets and before the new
+// one's fencing: the records it copies then, written to the source after
+// that listing, are found on the target's tail and not copied again.
+func TestBatchesModeTailCopiedWhileFencing(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "taken", 2, nil)
+	b.lagEvery = time.Hour // the only ListOffsets below are the second writer's
+	f := b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = epoch", "sync.topic.configs.enabled = false")
+	want := b.produce("taken", 2, 0, 100)
+
+	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))
+	defer closeFirst()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Run(ctx1) }()
+	b.read("A.taken", 100)
+
+	listed, fencing, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once, held sync.Once
+	b.src.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		once.Do(func() { close(listed) })
+		return nil, nil, false
+	})
+	b.dst.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		held.Do(func() {
+			close(fencing)
+			b.dst.SleepControl(func() { <-release })
+		})
+		return nil, nil, false
+	})
+	stop := b.runLogged(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("second"))
+	for _, ch := range []chan struct{}{listed, fencing} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second writer neither listed the source nor fenced")
+		}
+	}
+	// Written after the second listed the source; the first copies them
+	// while the second's fencing waits.
+	for p, rs := range b.produce("taken", 2, 100, 10) {
+		want[p] = append(want[p], rs...)
+	}
+	b.read("A.taken", 110)
+	close(release)
+
+	for i := 110; ; i += 10 {
+		more := b.produce("taken", 2, i, 10)
+		for p, rs := range more {
+			want[p] = append(want[p], rs...)
+		}
+		var err error
+		select {
+		case err = <-firstDone:
+		case <-time.After(200 * time.Millisecond):
+			require.Less(t, i, 2000, "the first writer was never refused")
+			continue
+		}
+		require.Truef(t, fence.Fenced(err), "the first writer's run ended with %v", err)
+		break
+	}
+	n := 0
+	for _, rs := range want {
+		n += len(rs)
+	}
+	require.Equal(t, want, b.read("A.taken", n), "every record once, in order")
+	require.NoError(t, stop())
+}
+
 // TestBatchesModeOutOfRangeErrorReason: when the source refuses to list a
 // partition's log start, the error is counted under its reason and its
 // message names Kafka's error, not "<nil>".

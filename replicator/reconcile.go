@@ -76,6 +76,19 @@ func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *so
 	return so
 }
 
+// listSourceEnds lists the source's ends that plan resumes by: the last
+// stable offsets with read_committed, the high watermarks otherwise.
+func (r *Replicator) listSourceEnds(ctx context.Context, topics []string) (kadm.ListedOffsets, error) {
+	fn, what := r.o.SourceAdmin.ListEndOffsets, "end"
+	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
+		fn, what = r.o.SourceAdmin.ListCommittedOffsets, "last stable"
+	}
+	var out kadm.ListedOffsets
+	var g errgroup.Group
+	listInto(ctx, &g, &out, what, r.o.Flow.Source, fn, topics)
+	return out, g.Wait()
+}
+
 // listInto lists the offsets of topics with fn in g, into out; the error
 // names what was listed and on which cluster.
 func listInto(ctx context.Context, g *errgroup.Group, out *kadm.ListedOffsets, what, cluster string, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) {
@@ -285,7 +298,21 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	}
 
 	// Read the target's records after the last known copy, and as many
-	// source records after it, then match them in order.
+	// source records after it, then match them in order. The source's ends
+	// are listed again first: src was listed before this start's fencing,
+	// and the writer it fenced (a paused holder of the task, a second
+	// instance) may have copied records written after that listing. Read
+	// only up to the old ends, their copies on the target's tail would not
+	// match and be copied again.
+	tailParts := make([]newPart, 0, len(tails))
+	for _, j := range tails {
+		tailParts = append(tailParts, j.p)
+	}
+	tailEnds, err := r.listSourceEnds(ctx, topicsOf(tailParts))
+	if err != nil {
+		return nil, err
+	}
+	sourceEnd = listed(tailEnds)
 	dstRanges := make(map[string]map[int32]itopic.Range)
 	srcRanges := make(map[string]map[int32]itopic.Range)
 	want := make(map[tp]int)
