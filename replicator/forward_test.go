@@ -107,7 +107,7 @@ func TestBatchesModeSplitsBatchesTooLargeForTheTarget(t *testing.T) {
 		rs = append(rs, r)
 		want[0] = append(want[0], toRecord(r))
 	}
-	b.produceBatch(rs...) // one batch of ~5 kB
+	require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr()) // one batch of ~5 kB
 
 	reg := prometheus.NewRegistry()
 	// No fencing: its abort marker would take the first remote offset.
@@ -798,7 +798,7 @@ func TestBatchesModeSlowTargetBroker(t *testing.T) {
 			rs = append(rs, r)
 			want[p] = append(want[p], toRecord(r))
 		}
-		b.produceBatch(rs...)
+		require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
 	}
 	ends := func() (p0, p1 int64) {
 		o, err := b.dstAdm.ListEndOffsets(context.Background(), "A.slow")

@@ -66,9 +66,7 @@ func newBedBrokers(t *testing.T, n int) *bed {
 	b := &bed{t: t}
 	b.src = newClusterBrokers(t, n)
 	b.dst = newClusterBrokers(t, n)
-	// Records produced with produceBatch go out when it flushes: one batch
-	// per partition.
-	b.srcCl = newClient(t, b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ManualFlushing())
+	b.srcCl = newClient(t, b.src, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	// A topic the replicator creates is seen at once (kgo caches a topic
 	// it found missing for its metadata min age, 5 s by default).
 	b.dstCl = newClient(t, b.dst, kgo.MetadataMinAge(50*time.Millisecond))
@@ -233,21 +231,8 @@ func (b *bed) produce(topic string, partitions int32, from, n int) map[int32][]r
 		rs = append(rs, r)
 		out[r.Partition] = append(out[r.Partition], toRecord(r))
 	}
-	b.produceBatch(rs...)
+	require.NoError(b.t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
 	return out
-}
-
-// produceBatch produces rs to the source as one batch per partition (as
-// long as a partition's records fit in one): a client that lingers sends a
-// first batch when its linger ends, while the rest are still being added.
-func (b *bed) produceBatch(rs ...*kgo.Record) {
-	b.t.Helper()
-	var first kgo.FirstErrPromise
-	for _, r := range rs {
-		b.srcCl.Produce(context.Background(), r, first.Promise())
-	}
-	require.NoError(b.t, b.srcCl.Flush(context.Background()))
-	require.NoError(b.t, first.Err())
 }
 
 // read returns every record of topic on the target, per partition, waiting
@@ -491,7 +476,7 @@ func TestRecordTooLargeStallsAndRecovers(t *testing.T) {
 		{Topic: "big", Partition: 0, Value: []byte("small-2")},
 		{Topic: "big", Partition: 1, Value: []byte("other")},
 	}
-	b.produceBatch(rs...)
+	require.NoError(t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
 
 	reg := prometheus.NewRegistry()
 	// Topic-config sync would revert the target-only max.message.bytes
@@ -706,11 +691,12 @@ func TestRestartReconcilesCopiedTail(t *testing.T) {
 func TestProvenanceHeaders(t *testing.T) {
 	b := newBed(t)
 	b.createTopic(b.srcAdm, "orders", 1, nil)
-	b.produceBatch(&kgo.Record{Topic: "orders", Value: []byte("local-1")},
+	require.NoError(t, b.srcCl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: "orders", Value: []byte("local-1")},
 		&kgo.Record{Topic: "orders", Value: []byte("from-B"), Headers: []kgo.RecordHeader{{Key: "mm2go.origin", Value: []byte("B")}}},
 		&kgo.Record{Topic: "orders", Value: []byte("from-C"), Headers: []kgo.RecordHeader{{Key: "mm2go.origin", Value: []byte("C")}}},
 		&kgo.Record{Topic: "orders", Value: []byte("local-2"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}},
-	)
+	).FirstErr())
 	reg := prometheus.NewRegistry()
 	stop := b.run(b.flow("mm2go.provenance.headers = true"), reg)
 	got := b.read("A.orders", 3)

@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"context"
 	"crypto/rand"
 	"strconv"
 	"testing"
@@ -75,6 +76,6 @@ func (b *bed) produceSized(topic string, partitions int32, n, size int) {
 			_, _ = rand.Read(v)
 			rs = append(rs, &kgo.Record{Topic: topic, Partition: int32(j) % partitions, Value: v})
 		}
-		b.produceBatch(rs...)
+		require.NoError(b.t, b.srcCl.ProduceSync(context.Background(), rs...).FirstErr())
 	}
 }

@@ -100,7 +100,7 @@ func TestExactlyOnceAbortsAndCopiesAgain(t *testing.T) {
 	b.createTopic(b.srcAdm, "big", 2, nil)
 	b.createTopic(b.dstAdm, "A.big", 2, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")})
 	ctx := context.Background()
-	b.produceBatch(&kgo.Record{Topic: "big", Partition: 1, Value: []byte("first")})
+	require.NoError(t, b.srcCl.ProduceSync(ctx, &kgo.Record{Topic: "big", Partition: 1, Value: []byte("first")}).FirstErr())
 
 	reg := prometheus.NewRegistry()
 	stop := b.run(b.flow(exactlyOnce, "sync.topic.configs.enabled = false"), reg)
@@ -119,7 +119,7 @@ func TestExactlyOnceAbortsAndCopiesAgain(t *testing.T) {
 		{Topic: "big", Partition: 0, Value: large},
 		{Topic: "big", Partition: 0, Value: []byte("small-2")},
 	}
-	b.produceBatch(rs...)
+	require.NoError(t, b.srcCl.ProduceSync(ctx, rs...).FirstErr())
 	waitFor(t, "two aborted transactions", func() bool {
 		return sumOf(t, reg, "mm2go_replicator_transactions_total", map[string]string{"result": "aborted"}) >= 2
 	})
