@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mm2go/mm2go/config"
 	"github.com/mm2go/mm2go/internal/fence"
 	"github.com/mm2go/mm2go/internal/metric"
 )
@@ -175,29 +176,48 @@ func TestBatchesModeTwoConnections(t *testing.T) {
 // says so; every record is on the target once.
 func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 	b := newBed(t)
-	b.createTopic(b.srcAdm, "fenced", 2, nil)
-	f := b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = epoch", "sync.topic.configs.enabled = false")
-	want := b.produce("fenced", 2, 0, 100)
-
-	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))
-	defer closeFirst()
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	defer cancel1()
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- first.Run(ctx1) }()
-	b.read("A.fenced", 100)
+	f, want, firstDone := b.firstWriter("fenced")
 
 	stop := b.runLogged(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("second"))
 	// The second fenced the first before it read the target's tail: it
 	// resumes after the 100 records. The first's next batch is refused.
-	for i := 100; ; i += 10 {
-		more := b.produce("fenced", 2, i, 10)
-		for p, rs := range more {
+	b.untilFenced("fenced", 100, want, firstDone)
+	require.NoError(t, stop())
+}
+
+// firstWriter starts a first writer of a flow in the batches mode with
+// epoch fencing over topic (two partitions, 100 records), waits until it
+// copied them, and returns the flow, the records and the channel its run's
+// result arrives on.
+func (b *bed) firstWriter(topic string) (*config.Flow, map[int32][]record, <-chan error) {
+	t := b.t
+	t.Helper()
+	b.createTopic(b.srcAdm, topic, 2, nil)
+	f := b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = epoch", "sync.topic.configs.enabled = false")
+	want := b.produce(topic, 2, 0, 100)
+	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))
+	t.Cleanup(closeFirst)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // runs before closeFirst
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	b.read("A."+topic, 100)
+	return f, want, done
+}
+
+// untilFenced produces records to the two partitions of topic from offset
+// from on, adding them to want, until the first writer's run (done) ends
+// fenced; then every record of want must be on the target once, in order.
+func (b *bed) untilFenced(topic string, from int, want map[int32][]record, done <-chan error) {
+	t := b.t
+	t.Helper()
+	for i := from; ; i += 10 {
+		for p, rs := range b.produce(topic, 2, i, 10) {
 			want[p] = append(want[p], rs...)
 		}
 		var err error
 		select {
-		case err = <-firstDone:
+		case err = <-done:
 		case <-time.After(200 * time.Millisecond):
 			require.Less(t, i, 2000, "the first writer was never refused")
 			continue
@@ -210,8 +230,7 @@ func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 	for _, rs := range want {
 		n += len(rs)
 	}
-	require.Equal(t, want, b.read("A.fenced", n), "every record once, in order")
-	require.NoError(t, stop())
+	require.Equal(t, want, b.read("A."+topic, n), "every record once, in order")
 }
 
 // TestBatchesModeTailCopiedWhileFencing: a writer of the same flow goes on
@@ -220,18 +239,8 @@ func TestBatchesModeFencesTheOlderWriter(t *testing.T) {
 // that listing, are found on the target's tail and not copied again.
 func TestBatchesModeTailCopiedWhileFencing(t *testing.T) {
 	b := newBed(t)
-	b.createTopic(b.srcAdm, "taken", 2, nil)
 	b.lagEvery = time.Hour // the only ListOffsets below are the second writer's
-	f := b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = epoch", "sync.topic.configs.enabled = false")
-	want := b.produce("taken", 2, 0, 100)
-
-	first, closeFirst := b.replicator(f, prometheus.NewRegistry(), zaptest.NewLogger(t).Named("first"))
-	defer closeFirst()
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	defer cancel1()
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- first.Run(ctx1) }()
-	b.read("A.taken", 100)
+	f, want, firstDone := b.firstWriter("taken")
 
 	listed, fencing, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once, held sync.Once
@@ -263,27 +272,7 @@ func TestBatchesModeTailCopiedWhileFencing(t *testing.T) {
 	}
 	b.read("A.taken", 110)
 	close(release)
-
-	for i := 110; ; i += 10 {
-		more := b.produce("taken", 2, i, 10)
-		for p, rs := range more {
-			want[p] = append(want[p], rs...)
-		}
-		var err error
-		select {
-		case err = <-firstDone:
-		case <-time.After(200 * time.Millisecond):
-			require.Less(t, i, 2000, "the first writer was never refused")
-			continue
-		}
-		require.Truef(t, fence.Fenced(err), "the first writer's run ended with %v", err)
-		break
-	}
-	n := 0
-	for _, rs := range want {
-		n += len(rs)
-	}
-	require.Equal(t, want, b.read("A.taken", n), "every record once, in order")
+	b.untilFenced("taken", 110, want, firstDone)
 	require.NoError(t, stop())
 }
 
