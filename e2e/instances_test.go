@@ -46,25 +46,6 @@ func TestIntegrationInstances(t *testing.T) {
 	// record mode cannot.
 	fencing := fenced() || exactlyOnce()
 	cfg := e.config("tasks.max = "+strconv.Itoa(tasks), fencingLine())
-	// The producer partitions by hand: a partition its metadata does not
-	// show yet fails its records.
-	eventually(t, 30*time.Second, "source topics with all their partitions", func() bool {
-		md, err := e.srcAdm.ListTopics(e.ctx(), topics...)
-		if err != nil || md.Error() != nil || len(md) != len(topics) {
-			return false
-		}
-		for _, d := range md {
-			if len(d.Partitions) != partitions {
-				return false
-			}
-			for _, p := range d.Partitions {
-				if p.Leader < 0 {
-					return false
-				}
-			}
-		}
-		return true
-	})
 
 	sent := make(map[string]map[int32][]rec)
 	var mu sync.Mutex

@@ -66,7 +66,8 @@ func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *so
 			listInto(ctx, &g, &so.high, "end", cluster, adm.ListEndOffsets, topics)
 		}
 		if committed {
-			listInto(ctx, &g, &so.ends, "last stable", cluster, adm.ListCommittedOffsets, topics)
+			ends, what := r.endLister()
+			listInto(ctx, &g, &so.ends, what, cluster, ends, topics)
 		}
 		so.err = g.Wait()
 		if !committed {
@@ -76,17 +77,14 @@ func (r *Replicator) listSourceOffsets(ctx context.Context, topics []string) *so
 	return so
 }
 
-// listSourceEnds lists the source's ends that plan resumes by: the last
-// stable offsets with read_committed, the high watermarks otherwise.
-func (r *Replicator) listSourceEnds(ctx context.Context, topics []string) (kadm.ListedOffsets, error) {
-	fn, what := r.o.SourceAdmin.ListEndOffsets, "end"
+// endLister lists the source's ends that plan resumes by: the last stable
+// offsets with read_committed, the high watermarks otherwise; what names
+// them in errors.
+func (r *Replicator) endLister() (list func(context.Context, ...string) (kadm.ListedOffsets, error), what string) {
 	if r.o.Flow.SourceIsolationLevel == config.ReadCommitted {
-		fn, what = r.o.SourceAdmin.ListCommittedOffsets, "last stable"
+		return r.o.SourceAdmin.ListCommittedOffsets, "last stable"
 	}
-	var out kadm.ListedOffsets
-	var g errgroup.Group
-	listInto(ctx, &g, &out, what, r.o.Flow.Source, fn, topics)
-	return out, g.Wait()
+	return r.o.SourceAdmin.ListEndOffsets, "end"
 }
 
 // listInto lists the offsets of topics with fn in g, into out; the error
@@ -308,11 +306,14 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 	for _, j := range tails {
 		tailParts = append(tailParts, j.p)
 	}
-	tailEnds, err := r.listSourceEnds(ctx, topicsOf(tailParts))
-	if err != nil {
+	var relisted kadm.ListedOffsets
+	var lg errgroup.Group
+	list, what := r.endLister()
+	listInto(ctx, &lg, &relisted, what, r.o.Flow.Source, list, topicsOf(tailParts))
+	if err := lg.Wait(); err != nil {
 		return nil, err
 	}
-	sourceEnd = listed(tailEnds)
+	tailEnd := listed(relisted)
 	dstRanges := make(map[string]map[int32]itopic.Range)
 	srcRanges := make(map[string]map[int32]itopic.Range)
 	want := make(map[tp]int)
@@ -327,7 +328,7 @@ func (r *Replicator) plan(ctx context.Context, parts []newPart, fresh map[string
 		k := tp{j.p.topic, j.p.partition}
 		// Records retention removed since cannot be read: the source's
 		// first record left is matched within the tail instead (below).
-		srcRanges[j.p.topic][j.p.partition] = itopic.Range{From: max(j.after+1, sourceStart[k]), To: sourceEnd[k]}
+		srcRanges[j.p.topic][j.p.partition] = itopic.Range{From: max(j.after+1, sourceStart[k]), To: tailEnd[k]}
 		want[k] = int(j.target.To - j.target.From)
 	}
 	dstRecs := make(map[tp][]*kgo.Record)

@@ -28,8 +28,9 @@ fi
 echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS" >&2
 # Four parallel tests at once, not one per core: the end-to-end tests marked parallel spend most of
 # their time waiting on mm2go and the brokers. On 2 cores, pass 1's end-to-end tests alone took 14
-# min with two and 11-12 with four; in this whole command, whose other packages share the cores,
-# the e2e package took 758 s against 770 and 790 s before: no gain measured there.
+# min before 26 of them were made parallel (two at once) and 11-12 min after (four at once); in this
+# whole command, whose other packages share the cores, the e2e package took 758 and 889 s against
+# 770 and 790 s before: no gain measured there.
 parallel=(-parallel 4)
 # shellcheck disable=SC2086
 go test -race -count=1 -timeout 30m "${parallel[@]}" ${GO_TEST_FLAGS:-} ./...
