@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -72,7 +73,7 @@ const deferRetry = time.Second
 func (r *Replicator) refresh(ctx context.Context) error {
 	r.readers.Lock()
 	defer r.readers.Unlock()
-	srcTopics, err := r.o.SourceAdmin.ListTopics(ctx)
+	srcTopics, err := listTopicsAgain(ctx, r.o.SourceAdmin, slices.Collect(maps.Keys(r.copiedTopics())))
 	if err != nil {
 		return fmt.Errorf("list topics on %s: %w", r.o.Flow.Source, err)
 	}
@@ -230,6 +231,39 @@ func (r *Replicator) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// listTopicsAgain lists every topic of a cluster, and asks again by name for
+// those of copied that the listing left out. kgo answers a listing of every
+// topic from its metadata cache (for metadata.max.age's minimum, 5 s by
+// default), and a request failing for a partition with
+// NOT_LEADER_FOR_PARTITION (a ListOffsets of the lag loop right after a
+// leader moved, say) takes that partition's topic out of the cache: the next
+// cached listing lacks the topic although it exists. Asked for by name, a
+// topic missing from the cache is fetched from a broker; one that is really
+// gone comes back with UNKNOWN_TOPIC_OR_PARTITION (or not at all).
+func listTopicsAgain(ctx context.Context, adm *kadm.Client, copied []string) (kadm.TopicDetails, error) {
+	listed, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, t := range copied {
+		if _, ok := listed[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return listed, nil
+	}
+	again, err := adm.ListTopics(ctx, missing...)
+	if err != nil {
+		return nil, err
+	}
+	for t, d := range again {
+		listed[t] = d
+	}
+	return listed, nil
 }
 
 // ownedOf returns how many partitions of a source topic this task copies.

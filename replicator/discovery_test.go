@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestGrowsRemoteTopic: partitions added to a source topic while it is
@@ -55,5 +58,41 @@ func TestNextRefresh(t *testing.T) {
 		wait, run := nextRefresh(tc.periodic, tc.interval, tc.deferred)
 		require.Equal(t, tc.wait, wait, "%+v", tc)
 		require.Equal(t, tc.run, run, "%+v", tc)
+	}
+}
+
+// TestListTopicsAgain: after a leader moved, a ListOffsets answered
+// NOT_LEADER_FOR_PARTITION takes the topic out of kgo's metadata cache until
+// the retry loads it again; a listing of every topic in between, answered
+// from the cache, lacks the topic (a copy was stopped as "gone" for it in a
+// run of TestBatchesModeSeveralLeaders, its lag loop's ListOffsets given up
+// before the retry). Asked again by name the topic is found; one that does
+// not exist is not.
+func TestListTopicsAgain(t *testing.T) {
+	b := newBedBrokers(t, 3)
+	ctx := context.Background()
+	b.createTopic(b.srcAdm, "moved", 6, nil)
+	// Retries a second apart: the ListOffsets below gives up before its
+	// retry, as the lag loop's did (it allows 50 ms in these tests).
+	cl := newClient(t, b.src, kgo.RetryBackoffFn(func(int) time.Duration { return time.Second }))
+	adm := kadm.NewClient(cl)
+	_, err := adm.ListTopics(ctx) // cached: every topic
+	require.NoError(t, err)
+	moveLeaders(t, b.src, b.srcCl, "moved")
+	lctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	ends, err := adm.ListEndOffsets(lctx, "moved") // to the old leaders, from the cache
+	cancel()
+	require.NoError(t, err)
+	require.ErrorIs(t, ends.Error(), kerr.NotLeaderForPartition)
+
+	cached, err := adm.ListTopics(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, cached, "moved", "kgo's cached listing lacks the moved topic (if this fails, kgo keeps it now and the second look is spare)")
+	listed, err := listTopicsAgain(ctx, adm, []string{"absent", "moved"})
+	require.NoError(t, err)
+	require.NoError(t, listed["moved"].Err)
+	require.Len(t, listed["moved"].Partitions, 6)
+	if d, ok := listed["absent"]; ok {
+		require.ErrorIs(t, d.Err, kerr.UnknownTopicOrPartition)
 	}
 }

@@ -365,19 +365,41 @@ func (st *fetchState) lane(leader int32, n int) int {
 	return 0
 }
 
-// loadMeta fills meta with the topics' IDs and leaders from cl.
+// loadMeta fills meta with the topics' IDs and leaders from cl. It is
+// called when a leader is not known or did not take a request
+// (NOT_LEADER_FOR_PARTITION, say), so kgo's cached metadata is taken only
+// if it is younger than metaFresh: kgo would keep the old leaders until its
+// metadata min age (5 s by default).
 func loadMeta(ctx context.Context, cl *kgo.Client, meta map[string]topicMeta, topics []string) error {
-	md, err := kadm.NewClient(cl).Metadata(ctx, topics...)
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := cl.RequestCachedMetadata(ctx, req, metaFresh)
 	if err != nil {
 		return err
 	}
-	for name, t := range md.Topics {
-		if t.Err == nil {
-			meta[name] = metaOf(t)
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue
 		}
+		tm := topicMeta{id: t.TopicID, leaders: make(map[int32]int32, len(t.Partitions))}
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 && p.Leader >= 0 {
+				tm.leaders[p.Partition] = p.Leader
+			}
+		}
+		meta[*t.Topic] = tm
 	}
 	return nil
 }
+
+// metaFresh is how old kgo's cached metadata may be for loadMeta: a
+// partition without a leader asks at every fetch round, and at most this
+// often a broker.
+const metaFresh = 100 * time.Millisecond
 
 // metaOf returns a listed topic's ID and its partitions' leaders.
 func metaOf(t kadm.TopicDetail) topicMeta {

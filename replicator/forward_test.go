@@ -57,10 +57,7 @@ func TestBatchesModeForwardsAndReencodes(t *testing.T) {
 		}
 		require.NoError(t, txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
 	}
-	more := b.produce("fwd", 2, 200, 100)
-	for p, rs := range more {
-		want[p] = append(want[p], rs...)
-	}
+	b.produceTo(want, "fwd", 2, 200, 100)
 
 	require.Equal(t, want, b.read("A.fwd", 304))
 	require.Eventually(t, func() bool {
@@ -131,20 +128,39 @@ func TestBatchesModeSeveralLeaders(t *testing.T) {
 	b.createTopic(b.srcAdm, "spread", 6, nil)
 	stop := b.run(b.flow("mm2go.copy.mode = batches"), prometheus.NewRegistry())
 	want := map[int32][]record{}
-	add := func(from int, parts int32) {
-		for p, rs := range b.produce("spread", parts, from, 300) {
-			want[p] = append(want[p], rs...)
-		}
-	}
-	add(0, 6)
+	b.produceTo(want, "spread", 6, 0, 300)
 	require.Equal(t, want, b.read("A.spread", 300))
-	add(300, 2) // partitions 2-5 idle
+	b.produceTo(want, "spread", 2, 300, 300) // partitions 2-5 idle
 	require.Equal(t, want, b.read("A.spread", 600))
 	b.src.ShufflePartitionLeaders()
 	b.dst.ShufflePartitionLeaders()
-	add(600, 6)
+	b.produceTo(want, "spread", 6, 600, 300)
 	require.Equal(t, want, b.read("A.spread", 900))
 	require.NoError(t, stop())
+}
+
+// TestBatchesModeLeadersMovedInCache: after leaders moved on both sides, the
+// batches mode finds the new ones at its next try, not when kgo's cached
+// metadata ages out. The replicator's clients cache metadata for a minute
+// here (the daemon's for 250 ms, kgo's default 5 s): without the
+// forwarder's own metadata request, the target's old leader was sent the
+// same batches until then.
+func TestBatchesModeLeadersMovedInCache(t *testing.T) {
+	b := newBedBrokers(t, 3)
+	long := kgo.MetadataMinAge(time.Minute)
+	b.srcOpts, b.dstOpts = []kgo.Opt{long}, []kgo.Opt{long}
+	b.createTopic(b.srcAdm, "spread", 6, nil)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	want := map[int32][]record{}
+	b.produceTo(want, "spread", 6, 0, 300)
+	require.Equal(t, want, b.read("A.spread", 300))
+	moveLeaders(t, b.src, b.srcCl, "spread")
+	moveLeaders(t, b.dst, b.dstCl, "A.spread")
+	b.produceTo(want, "spread", 6, 300, 300)
+	require.Equal(t, want, b.read("A.spread", 600))
+	require.NoError(t, stop())
+	require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonTopicDeleted}), "the topic was never taken for gone")
 }
 
 // TestBatchesModeTwoConnections: the batches mode sends its Produce
@@ -158,9 +174,7 @@ func TestBatchesModeTwoConnections(t *testing.T) {
 	b.createTopic(b.srcAdm, "two", 8, nil)
 	want := map[int32][]record{}
 	for i := range 20 { // 20 batches per partition
-		for p, rs := range b.produce("two", 8, i*25, 25) {
-			want[p] = append(want[p], rs...)
-		}
+		b.produceTo(want, "two", 8, i*25, 25)
 	}
 	stop := b.run(b.flow("mm2go.copy.mode = batches"), prometheus.NewRegistry())
 	require.Equal(t, want, b.read("A.two", 500))
@@ -212,9 +226,7 @@ func (b *bed) untilFenced(topic string, from int, want map[int32][]record, done 
 	t := b.t
 	t.Helper()
 	for i := from; ; i += 10 {
-		for p, rs := range b.produce(topic, 2, i, 10) {
-			want[p] = append(want[p], rs...)
-		}
+		b.produceTo(want, topic, 2, i, 10)
 		var err error
 		select {
 		case err = <-done:
@@ -267,9 +279,7 @@ func TestBatchesModeTailCopiedWhileFencing(t *testing.T) {
 	}
 	// Written after the second listed the source; the first copies them
 	// while the second's fencing waits.
-	for p, rs := range b.produce("taken", 2, 100, 10) {
-		want[p] = append(want[p], rs...)
-	}
+	b.produceTo(want, "taken", 2, 100, 10)
 	b.read("A.taken", 110)
 	close(release)
 	b.untilFenced("taken", 110, want, firstDone)
@@ -424,9 +434,7 @@ func TestBatchesModeSlowSource(t *testing.T) {
 	b.createTopic(b.srcAdm, "far", 4, nil)
 	want := map[int32][]record{}
 	for i := range 80 { // 80 small batches per partition: time to tell the source is far
-		for p, rs := range b.produce("far", 4, i*40, 40) {
-			want[p] = append(want[p], rs...)
-		}
+		b.produceTo(want, "far", 4, i*40, 40)
 	}
 	var mu sync.Mutex
 	parts := map[int]int{} // requests by partition count
@@ -1058,9 +1066,7 @@ func TestBatchesModeFarHalvesSplitAnew(t *testing.T) {
 	b.createTopic(b.srcAdm, "far", 4, nil)
 	want := map[int32][]record{}
 	for i := range 80 {
-		for p, rs := range b.produce("far", 4, i*40, 40) {
-			want[p] = append(want[p], rs...)
-		}
+		b.produceTo(want, "far", 4, i*40, 40)
 	}
 	var mu sync.Mutex
 	var slow []int32   // the partitions of the first request that asked for partition 0

@@ -3,6 +3,7 @@ package replicator
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -43,12 +44,7 @@ func (r *Replicator) Watch(ctx context.Context, adm *kadm.Client, forget func() 
 // source does not answer, the gauges are computed from the ends listed last
 // (the age of the oldest uncopied record still grows).
 func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
-	var topics []string
-	r.mu.Lock()
-	for t := range r.parts {
-		topics = append(topics, t)
-	}
-	r.mu.Unlock()
+	topics := slices.Collect(maps.Keys(r.copiedTopics()))
 	if len(topics) == 0 {
 		return
 	}

@@ -98,10 +98,7 @@ func TestFetchBuffersGoBackToThePool(t *testing.T) {
 		want[int32(i)] = append(want[int32(i)], toRecord(rec))
 		require.NoError(t, txn.EndTransaction(ctx, kgo.TryCommit))
 	}
-	more := b.produce("pooled", 2, 200, 100)
-	for p, rs := range more {
-		want[p] = append(want[p], rs...)
-	}
+	b.produceTo(want, "pooled", 2, 200, 100)
 
 	stop := b.run(b.flow("mm2go.copy.mode = records"), prometheus.NewRegistry())
 	require.Equal(t, want, b.read("A.pooled", 302))

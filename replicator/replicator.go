@@ -32,7 +32,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -519,14 +520,8 @@ func (r *Replicator) logStart() {
 			backlog += l
 		}
 	})
-	r.mu.Lock()
-	topics = len(r.parts)
-	names := make([]string, 0, len(r.parts))
-	for t := range r.parts {
-		names = append(names, t)
-	}
-	r.mu.Unlock()
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(r.copiedTopics()))
+	topics = len(names)
 	if len(names) > 20 {
 		names = append(names[:20], "...")
 	}

@@ -44,9 +44,10 @@ type bed struct {
 	// srcSecondOpts to those of its second source client (the batches
 	// mode's, Options.SourceSecond).
 	srcOpts, srcSecondOpts []kgo.Opt
-	// secondOpts are added to those of the second target client (the
-	// batches mode's, Options.TargetSecond).
-	secondOpts []kgo.Opt
+	// dstOpts are added to the replicator's target client options,
+	// secondOpts to those of its second target client (the batches
+	// mode's, Options.TargetSecond).
+	dstOpts, secondOpts []kgo.Opt
 	// task and tasks are the task the next replicator started runs.
 	task, tasks int
 	// drain is the next replicator's DrainTimeout (0: the default).
@@ -160,7 +161,7 @@ func (b *bed) replicator(f *config.Flow, reg prometheus.Registerer, log *zap.Log
 		srcSecond = mk(b.src, append(append(consumerOpts(newFetchPool()), kgo.FetchMaxWait(500*time.Millisecond)), b.srcSecondOpts...)...)
 	}
 	srcAdm := mk(b.src)
-	dst := mk(b.dst, ProducerOpts()...)
+	dst := mk(b.dst, append(ProducerOpts(), b.dstOpts...)...)
 	var dstSecond *kgo.Client
 	if f.CopyMode == config.CopyBatches && !f.ExactlyOnce {
 		dstSecond = mk(b.dst, append(ProducerOpts(), b.secondOpts...)...)
@@ -212,6 +213,14 @@ func toRecord(r *kgo.Record) record {
 		hs = append(hs, fmt.Sprintf("%s=%q/%v", h.Key, h.Value, h.Value == nil))
 	}
 	return record{key: string(r.Key), keyNil: r.Key == nil, value: string(r.Value), headers: strings.Join(hs, ","), ts: r.Timestamp.UnixMilli()}
+}
+
+// produceTo is produce, adding what it wrote to want.
+func (b *bed) produceTo(want map[int32][]record, topic string, partitions int32, from, n int) {
+	b.t.Helper()
+	for p, rs := range b.produce(topic, partitions, from, n) {
+		want[p] = append(want[p], rs...)
+	}
 }
 
 // produce writes n records to topic round-robin over partitions, starting
@@ -295,6 +304,37 @@ func (b *bed) waitDiscoveries(n int64) {
 	b.t.Helper()
 	want := b.last.discoveries.Load() + n
 	waitFor(b.t, "discovery rounds", func() bool { return b.last.discoveries.Load() >= want })
+}
+
+// moveLeaders moves the leaders of c's partitions until one of topic's
+// has moved, as cl (a client of c) is told by a broker.
+func moveLeaders(t *testing.T, c *kfake.Cluster, cl *kgo.Client, topic string) {
+	t.Helper()
+	leaders := func() map[int32]int32 {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl) // not kgo's cache
+		require.NoError(t, err)
+		out := map[int32]int32{}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				out[p.Partition] = p.Leader
+			}
+		}
+		require.NotEmpty(t, out, "partitions of %s", topic)
+		return out
+	}
+	before := leaders()
+	for {
+		c.ShufflePartitionLeaders()
+		for p, l := range leaders() {
+			if before[p] != l {
+				return
+			}
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -80,9 +80,7 @@ func TestExactlyOnceCommitsRecordsWithProgress(t *testing.T) {
 	require.Positive(t, committed)
 	require.Equal(t, want, b.readCommitted("A.orders"))
 
-	for p, rs := range b.produce("orders", 3, 300, 300) {
-		want[p] = append(want[p], rs...)
-	}
+	b.produceTo(want, "orders", 3, 300, 300)
 	stop = b.run(f, prometheus.NewRegistry())
 	waitFor(t, "600 records committed", func() bool { return b.progressOf()["orders"][2] == 199 })
 	require.NoError(t, stop())
@@ -194,9 +192,7 @@ func TestExactlyOnceIntervalBoundary(t *testing.T) {
 	waitFor(t, "the first records committed", func() bool { return b.progressOf()["orders"][1] == 4 })
 	before := sumOf(t, reg, "mm2go_replicator_transactions_total", map[string]string{"result": "committed"})
 	for i := range 5 {
-		for p, rs := range b.produce("orders", 2, 10+20*i, 20) {
-			want[p] = append(want[p], rs...)
-		}
+		b.produceTo(want, "orders", 2, 10+20*i, 20)
 		time.Sleep(40 * time.Millisecond)
 	}
 	waitFor(t, "110 records committed", func() bool { return b.progressOf()["orders"][1] == 54 })
