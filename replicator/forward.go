@@ -126,7 +126,7 @@ type forwarder struct {
 	txnID         string // the flow's transactional id under mm2go.copy.fencing = epoch, else ""
 	producerID    int64
 	producerEpoch int16
-	fenced        map[tp]bool // remote (target) partitions that have the epoch's marker
+	fenced        map[tp]bool // remote (target) partitions the producer id and epoch cover (with fencing: have the epoch's marker)
 	acquiredAt    time.Time
 	fenceReqs     chan fenceRequest
 	sendDone      chan struct{} // closed when the send goroutine ended
@@ -243,7 +243,7 @@ func (fw *forwarder) run(ctx, sendCtx context.Context) error {
 	var parts []tp
 	fw.r.eachPartition(func(p *partition) { parts = append(parts, tp{p.remote, p.partition}) })
 	fw.startMu.Lock()
-	_, err := fw.acquire(sendCtx, parts)
+	_, err := fw.acquire(sendCtx, parts, false)
 	fw.started = err == nil
 	fw.startMu.Unlock()
 	if err != nil {

@@ -36,9 +36,27 @@ const fenceTimeout = time.Minute
 // batch; every partition's sequence starts over with the new epoch. A call
 // with nothing new to fence does nothing, except once a day. marked are
 // the partitions that got a marker: the last offset of each when it returns.
-func (fw *forwarder) acquire(ctx context.Context, parts []tp) (marked []tp, err error) {
+//
+// replanned says parts are planned anew (fenceBeforePlan). One of them the
+// producer id and epoch cover already was copied before in this run (its
+// topic stopped, as gone or recreated, and found again): the target's
+// sequence for it went on with the batches sent then, and the partition,
+// starting over at sequence 0 under the same epoch, would have its first
+// batches taken for duplicates of those (acknowledged, not written). Then
+// the producer id gets a new epoch (without fencing, a new producer id).
+func (fw *forwarder) acquire(ctx context.Context, parts []tp, replanned bool) (marked []tp, err error) {
+	again := false
+	for _, rp := range parts {
+		again = again || replanned && fw.fenced[rp]
+	}
 	if fw.txnID == "" {
-		return nil, fw.initProducer(ctx)
+		if err := fw.initProducer(ctx, again); err != nil {
+			return nil, err
+		}
+		for _, rp := range parts {
+			fw.fenced[rp] = true
+		}
+		return nil, nil
 	}
 	todo := map[string][]int32{}
 	for _, rp := range parts {
@@ -48,7 +66,7 @@ func (fw *forwarder) acquire(ctx context.Context, parts []tp) (marked []tp, err 
 		}
 	}
 	n := len(marked)
-	if n == 0 && !fw.acquiredAt.IsZero() && time.Since(fw.acquiredAt) < renewEvery {
+	if n == 0 && !again && !fw.acquiredAt.IsZero() && time.Since(fw.acquiredAt) < renewEvery {
 		return nil, nil
 	}
 	f := fw.r.o.Flow
@@ -68,11 +86,11 @@ func (fw *forwarder) acquire(ctx context.Context, parts []tp) (marked []tp, err 
 	return marked, nil
 }
 
-// initProducer gets a plain idempotent producer id, once: without
-// mm2go.copy.fencing = epoch, the flow's lease alone keeps other writers
-// away.
-func (fw *forwarder) initProducer(ctx context.Context) error {
-	if !fw.acquiredAt.IsZero() {
+// initProducer gets a plain idempotent producer id, once unless again:
+// without mm2go.copy.fencing = epoch, the flow's lease alone keeps other
+// writers away.
+func (fw *forwarder) initProducer(ctx context.Context, again bool) error {
+	if !fw.acquiredAt.IsZero() && !again {
 		return nil
 	}
 	prod, err := fence.Idempotent(ctx, fw.r.o.Target)
@@ -102,9 +120,6 @@ type fenceResult struct {
 // and would be copied twice. It returns the remote partitions that got an
 // abort marker, which is then their last offset.
 func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) (map[tp]bool, error) {
-	if fw.txnID == "" {
-		return nil, nil
-	}
 	parts := make([]tp, 0, len(news))
 	for _, np := range news {
 		parts = append(parts, tp{np.remote, np.partition})
@@ -112,7 +127,7 @@ func (fw *forwarder) fenceBeforePlan(ctx context.Context, news []newPart) (map[t
 	var res fenceResult
 	fw.startMu.Lock()
 	if !fw.started {
-		res.marked, res.err = fw.acquire(ctx, parts)
+		res.marked, res.err = fw.acquire(ctx, parts, true)
 		fw.startMu.Unlock()
 	} else {
 		fw.startMu.Unlock()
@@ -317,14 +332,14 @@ func (fw *forwarder) needsFence(queue fwdWork) bool {
 // and the one the queue needs (needsFence).
 func (fw *forwarder) fence(ctx context.Context, st *sendState) {
 	for _, req := range st.fences {
-		marked, err := fw.acquire(ctx, req.parts)
+		marked, err := fw.acquire(ctx, req.parts, true)
 		req.done <- fenceResult{marked, err}
 	}
 	st.fences = nil
 	if !fw.needsFence(st.queue) {
 		return
 	}
-	if _, err := fw.acquire(ctx, fw.unfenced(st.queue)); err != nil {
+	if _, err := fw.acquire(ctx, fw.unfenced(st.queue), false); err != nil {
 		if ctx.Err() != nil {
 			st.stopping = true
 			return
@@ -352,8 +367,11 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 		if sending[p] {
 			continue
 		}
-		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() {
-			fw.drop(fwdWork{p: bs}) // fetched before the partition's last failure
+		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() || p.removed.Load() {
+			// Fetched before the partition's last failure, or its topic
+			// stopped: if the topic is found again, it resumes from the
+			// target's tail, read after a new epoch fenced these.
+			fw.drop(fwdWork{p: bs})
 			st.forget(p)
 			continue
 		}
