@@ -334,7 +334,7 @@ func TestBatchesModeCoalescesSmallBatches(t *testing.T) {
 		require.NoError(t, tiny.ProduceSync(context.Background(), r).FirstErr()) // one batch each
 		want[0] = append(want[0], toRecord(r))
 	}
-	bulk := b.produce("bulk", 1, 0, n) // one batch
+	bulk := b.produceOneBatch("bulk", n)
 
 	reg := prometheus.NewRegistry()
 	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
@@ -359,6 +359,36 @@ func TestBatchesModeCoalescesSmallBatches(t *testing.T) {
 	recs := fs.Records()
 	require.NotEmpty(t, recs)
 	require.Equal(t, uint8(kgo.CodecSnappy), recs[0].Attrs.CompressionType(), "compressed as the record path's producer does")
+}
+
+// produceOneBatch writes n records to partition 0 of topic in one batch and
+// returns them. kgo's producer may write them as two: records for a topic
+// it does not know yet reach their partition's buffer in pieces, and its
+// linger (or a flush) can send the first piece alone.
+func (b *bed) produceOneBatch(topic string, n int) map[int32][]record {
+	b.t.Helper()
+	ctx := context.Background()
+	md, err := b.srcAdm.ListTopics(ctx, topic)
+	require.NoError(b.t, err)
+	var recs []*kgo.Record
+	out := map[int32][]record{}
+	for i := range n {
+		r := &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i)), Timestamp: time.UnixMilli(1_600_000_000_000 + int64(i))}
+		recs = append(recs, r)
+		out[0] = append(out[0], toRecord(r))
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, md[topic].ID // by ID from Produce v13 on
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = encodeBatch(recs, nil)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, b.srcCl)
+	require.NoError(b.t, err)
+	require.NoError(b.t, kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	return out
 }
 
 // TestFetchResize: a partition of a far source still behind after a Fetch
