@@ -117,6 +117,7 @@ func (r *Replicator) refresh(ctx context.Context) error {
 
 	var news []newPart
 	r.deferred = 0
+	maps.DeleteFunc(r.unsettled, func(_ tp, p *partition) bool { return p.inflight.Load() == 0 })
 	for name, d := range want {
 		if _, blocked := r.inc.blocked[name]; blocked {
 			continue // source recreated; see recreate.go
@@ -152,6 +153,10 @@ func (r *Replicator) refresh(ctx context.Context) error {
 				continue // the remote topic cannot hold it yet; retried next refresh
 			}
 			if r.lookup(name, pd.Partition) == nil {
+				if r.inFlightBefore(name, pd.Partition) {
+					r.deferred++
+					continue
+				}
 				if !r.producerKnows(rt, pd.Partition) {
 					// The producer knows the remote topic with fewer
 					// partitions (or it was just created and not every
@@ -264,6 +269,21 @@ func listTopicsAgain(ctx context.Context, adm *kadm.Client, copied []string) (ka
 		listed[t] = d
 	}
 	return listed, nil
+}
+
+// inFlightBefore reports whether records of the partition's copy stopped
+// earlier in this run (its topic taken for gone, say, and now found again)
+// were in flight to the target at the last refresh. The partition is planned once they
+// are settled: landing after its target tail was read, they would be
+// copied again.
+func (r *Replicator) inFlightBefore(topic string, partition int32) bool {
+	p := r.unsettled[tp{topic, partition}]
+	if p == nil {
+		return false
+	}
+	r.log.Debug("records of the partition's stopped copy still in flight; planned once they are settled",
+		zap.String("topic", topic), zap.Int32("partition", partition))
+	return true
 }
 
 // ownedOf returns how many partitions of a source topic this task copies.

@@ -114,6 +114,12 @@ func (r *Replicator) stopTopics(topics []string) []*partition {
 		for i, p := range ps {
 			p.removed.Store(true)
 			removed = append(removed, p)
+			if p.inflight.Load() > 0 {
+				if r.unsettled == nil {
+					r.unsettled = make(map[tp]*partition)
+				}
+				r.unsettled[tp{t, i}] = p
+			}
 			r.stored[t][i] = p.acked.Load()
 			p.mu.Lock()
 			if p.segOpen {

@@ -196,6 +196,10 @@ type Replicator struct {
 	// deferred counts the partitions the last discovery left for later
 	// (refresh goroutine only); see refreshLoop.
 	deferred int
+	// unsettled holds partitions stopped (stopTopics) with records still
+	// in flight to the target, until those are settled: the partition is
+	// not copied again before (refresh goroutine only).
+	unsettled map[tp]*partition
 	// throttle limits the bytes copied per second; nil for no limit.
 	throttle *throttle
 	// discoveries counts the discovery rounds refreshLoop finished, failed
