@@ -99,8 +99,7 @@ func testKerberos(t *testing.T) {
 	srcAdm := kadm.NewClient(srcCl)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err = srcAdm.CreateTopic(ctx, 3, 1, nil, topic)
-	require.NoError(t, err, "create %s on the Kerberos cluster", topic)
+	createTopicOn(t, srcAdm, topic, 3, nil)
 	seq := 0
 	produceN(t, srcCl, []string{topic}, 3, 300, &seq)
 	offs := make(kadm.Offsets)

@@ -110,8 +110,7 @@ func (b *secureBed) testOAuth(t *testing.T) {
 	defer cancel()
 	topic, group := f.topicPrefix()+"oauth", f.groupPrefix()+"oauth"
 	remote := f.src + "." + topic
-	_, err := b.src.adm.CreateTopic(ctx, 1, 1, nil, topic)
-	require.NoError(t, err)
+	createTopicOn(t, b.src.adm, topic, 1, nil)
 	producer := b.adminClient(t, b.src)
 	produced := 0
 	produce := func(n int) {
@@ -125,7 +124,7 @@ func (b *secureBed) testOAuth(t *testing.T) {
 	produce(20)
 	committed := kadm.Offsets{}
 	committed.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10, LeaderEpoch: -1})
-	_, err = b.src.adm.CommitOffsets(ctx, group, committed)
+	_, err := b.src.adm.CommitOffsets(ctx, group, committed)
 	require.NoError(t, err)
 
 	before := b.idp.tokens.Load()

@@ -33,8 +33,7 @@ func testClusterOutage(t *testing.T) {
 	dCl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap))
 	require.NoError(t, err)
 	defer dCl.Close()
-	_, err = kadm.NewClient(dCl).CreateTopic(e.ctx(), 1, 1, nil, dTopic)
-	require.NoError(t, err)
+	createTopicOn(t, kadm.NewClient(dCl), dTopic, 1, nil)
 	require.NoError(t, dCl.ProduceSync(e.ctx(), &kgo.Record{Topic: dTopic, Value: []byte("d")}).FirstErr())
 
 	cfg := e.config(

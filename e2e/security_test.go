@@ -316,8 +316,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 	defer cancel()
 	topic, group := f.topicPrefix()+"orders", f.groupPrefix()+"billing"
 	remote := f.src + "." + topic
-	_, err = b.src.adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": new("86400000")}, topic)
-	require.NoError(t, err)
+	createTopicOn(t, b.src.adm, topic, 2, map[string]*string{"retention.ms": new("86400000")})
 	const n = 100
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
@@ -332,8 +331,7 @@ func (b *secureBed) testMinimalACLs(t *testing.T) {
 	require.NoError(t, err)
 	// A topic of the source's name on the target (a "local topic"): group
 	// offset sync initializes the group's offsets for it.
-	_, err = b.dst.adm.CreateTopic(ctx, 1, 1, nil, topic)
-	require.NoError(t, err)
+	createTopicOn(t, b.dst.adm, topic, 1, nil)
 
 	port := freePorts(t, 1)[0]
 	// env.start needs only the test; the shared clusters are not used.

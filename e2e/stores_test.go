@@ -122,8 +122,7 @@ func (b *secureBed) testJavaStores(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := b.src.adm.CreateTopic(ctx, 1, 1, nil, topic)
-	require.NoError(t, err)
+	createTopicOn(t, b.src.adm, topic, 1, nil)
 	const n = 50
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
@@ -132,7 +131,7 @@ func (b *secureBed) testJavaStores(t *testing.T) {
 	require.NoError(t, b.adminClient(t, b.src).ProduceSync(ctx, recs...).FirstErr())
 	committed := kadm.Offsets{}
 	committed.Add(kadm.Offset{Topic: topic, Partition: 0, At: 30, LeaderEpoch: -1})
-	_, err = b.src.adm.CommitOffsets(ctx, group, committed)
+	_, err := b.src.adm.CommitOffsets(ctx, group, committed)
 	require.NoError(t, err)
 
 	code, stdout, stderr := runBinary(t, "validate", "-c", cfg, "--connect")
