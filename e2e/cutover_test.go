@@ -52,10 +52,8 @@ func TestIntegrationCutover(t *testing.T) { firstPassOnly(testCutover)(t) }
 func testCutover(t *testing.T) {
 	beside(t)
 	need3(t)
-	id := uid(t)
-	src, dst := "p"+id, "s"+id
-	e := &env{t: t, id: id, src: src, dst: dst, dir: t.TempDir()}
-	srcAdm, dstAdm := admin3(t, source3Seeds), admin3(t, target3Seeds)
+	e, srcAdm, dstAdm := newEnv3(t)
+	id, src, dst := e.id, e.src, e.dst
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -69,21 +67,14 @@ func testCutover(t *testing.T) {
 
 	flow := src + "->" + dst
 	cfg := filepath.Join(e.dir, "mm2.properties")
-	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join([]string{
-		"clusters = " + src + ", " + dst,
-		copyModeLine(src, dst),
-		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
-		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
-		flow + ".enabled = true",
-		flow + ".topics = " + topic,
-		flow + ".groups = " + group,
-		dst + "->" + src + ".enabled = false",
+	require.NoError(t, os.WriteFile(cfg, []byte(strings.Join(append(e.flow3Lines(topic),
+		flow+".groups = "+group,
 		// The cutover commits the final offsets itself.
 		"sync.group.offsets.enabled = false",
 		"heartbeats.replication.enabled = false",
 		"emit.heartbeats.enabled = false",
 		"sync.topic.acls.enabled = false",
-	}, "\n")+"\n"), 0o600))
+	), "\n")+"\n"), 0o600))
 	e.start(mmArgs(cfg)...)
 	eventually(t, time.Minute, "remote topic created", func() bool {
 		md, err := dstAdm.ListTopics(ctx, remote)

@@ -42,14 +42,20 @@ func init() {
 	}
 }
 
-// need3 skips the test unless the three-node clusters are configured; with
-// them, python3 and confluent-kafka must be there (no skip).
-func need3(t *testing.T) {
+// need3Kafka skips the test unless the three-node clusters are configured.
+func need3Kafka(t *testing.T) {
 	t.Helper()
 	needKafka(t)
 	if len(source3Seeds) == 0 || len(target3Seeds) == 0 {
 		t.Skip("MM2GO_TEST_SEEDS3 and MM2GO_TEST_TARGET_SEEDS3 are not set; run the README's test command to start the three-node clusters")
 	}
+}
+
+// need3 skips the test unless the three-node clusters are configured; with
+// them, python3 and confluent-kafka must be there (no skip).
+func need3(t *testing.T) {
+	t.Helper()
+	need3Kafka(t)
 	out, err := exec.Command("python3", "-c", "import confluent_kafka; print(confluent_kafka.version())").CombinedOutput()
 	require.NoError(t, err, "python3 with confluent-kafka (pip install confluent-kafka) is needed: %s", out)
 }
@@ -164,10 +170,8 @@ func TestIntegrationSwitchoverMM2(t *testing.T) {
 }
 
 func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
-	id := uid(t)
-	src, dst := "p"+id, "s"+id
-	e := &env{t: t, id: id, src: src, dst: dst, dir: t.TempDir()}
-	srcAdm, dstAdm := admin3(t, source3Seeds), admin3(t, target3Seeds)
+	e, srcAdm, dstAdm := newEnv3(t)
+	id, src, dst := e.id, e.src, e.dst
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -231,15 +235,8 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 	}
 
 	flow := src + "->" + dst
-	lines := []string{
-		"clusters = " + src + ", " + dst,
-		copyModeLine(src, dst),
-		src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
-		dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
-		flow + ".enabled = true",
-		flow + ".topics = sw" + id + "-.*",
-		flow + ".groups = g" + id + "-.*",
-		dst + "->" + src + ".enabled = false",
+	lines := append(e.flow3Lines("sw"+id+"-.*"),
+		flow+".groups = g"+id+"-.*",
 		// The seed scenario's file (docs/failover.md).
 		"sync.group.offsets.enabled = true",
 		"emit.checkpoints.interval.seconds = 5",
@@ -248,7 +245,7 @@ func runSwitchSuite(t *testing.T, s switchSuite, reps int) {
 		// The clusters are shared with other tests.
 		"heartbeats.replication.enabled = false",
 		"emit.heartbeats.enabled = false",
-	}
+	)
 	if s.identity {
 		lines = append(lines, "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
 	}
@@ -422,6 +419,31 @@ func commitAtLogStart(ctx context.Context, t *testing.T, adm *kadm.Client, group
 	eventually(t, 30*time.Second, "offsets of "+group+" on "+topic+" committed", func() bool {
 		return adm.CommitAllOffsets(ctx, group, offs) == nil
 	})
+}
+
+// flow3Lines are the properties lines of a flow e.src->e.dst between the
+// three-node clusters that copies the topics the regular expression topics
+// matches, the reverse flow off.
+func (e *env) flow3Lines(topics string) []string {
+	flow := e.src + "->" + e.dst
+	return []string{
+		"clusters = " + e.src + ", " + e.dst,
+		copyModeLine(e.src, e.dst),
+		e.src + ".bootstrap.servers = " + strings.Join(source3Seeds, ","),
+		e.dst + ".bootstrap.servers = " + strings.Join(target3Seeds, ","),
+		flow + ".enabled = true",
+		flow + ".topics = " + topics,
+		e.dst + "->" + e.src + ".enabled = false",
+	}
+}
+
+// newEnv3 is a test's view of the three-node clusters (aliases p<id> and
+// s<id>), with an admin client of each.
+func newEnv3(t *testing.T) (e *env, srcAdm, dstAdm *kadm.Client) {
+	t.Helper()
+	id := uid(t)
+	e = &env{t: t, id: id, src: "p" + id, dst: "s" + id, dir: t.TempDir()}
+	return e, admin3(t, source3Seeds), admin3(t, target3Seeds)
 }
 
 // admin3 is an admin client of a three-node cluster.
