@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestGrowsRemoteTopic: partitions added to a source topic while it is
@@ -135,29 +133,10 @@ func TestTopicStoppedAndFoundAgain(t *testing.T) {
 			b.produceTo(want, "spread", 6, 0, 300)
 			require.Equal(t, want, b.read("A.spread", 300))
 
-			md, err := b.dstAdm.ListTopics(context.Background(), "A.spread")
-			require.NoError(t, err)
-			id := md["A.spread"].ID
-			held, release := make(chan struct{}), make(chan struct{})
-			var first atomic.Bool // not a sync.Once: a second request waiting in Do would block kfake's wakeup of the first
-			b.dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-				b.dst.KeepControl()
-				for _, rt := range kr.(*kmsg.ProduceRequest).Topics {
-					if rt.Topic == "A.spread" || rt.TopicID == id { // by ID from Produce v13 on
-						if first.CompareAndSwap(false, true) {
-							close(held)
-							b.dst.SleepControl(func() { <-release })
-						}
-					}
-				}
-				return nil, nil, false
-			})
+			release := make(chan struct{})
+			seen := b.holdProduce("A.spread", release, func(n int32) bool { return n == 1 })
 			b.produceTo(want, "spread", 6, 300, 300)
-			select {
-			case <-held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no Produce request of A.spread")
-			}
+			waitFor(t, "a Produce request of A.spread held", func() bool { return seen.Load() >= 1 })
 			r := b.last
 			r.readers.Lock() // as refresh holds it
 			r.stopTopics([]string{"spread"})

@@ -155,6 +155,12 @@ type fwdBatch struct {
 	// before (the target may hold it under its sequence numbers), or it is
 	// a half of a batch the target refused as too large.
 	asIs bool
+	// sent: the batch went out and has no answer yet that settles it (a
+	// request error or a retriable one): the target may have written it.
+	// Only the same producer id, epoch and sequence sent again are known
+	// to the target as a duplicate, so the batch is sent again until
+	// answered before any change of those (see unsure).
+	sent bool
 }
 
 func (b *fwdBatch) up(i int) int64 {

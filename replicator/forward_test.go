@@ -163,6 +163,65 @@ func TestBatchesModeLeadersMovedInCache(t *testing.T) {
 	require.Zero(t, sumOf(t, reg, "mm2go_replicator_errors_total", map[string]string{"reason": reasonTopicDeleted}), "the topic was never taken for gone")
 }
 
+// TestBatchesModeUnansweredBeforeNewProducer: a batch went out and its
+// request timed out (the target held it), then its topic stopped and was
+// found again, which takes a new producer id (without fencing; a new epoch
+// with it). The batch was dropped at the timeout and its records sent
+// again under the new id from the target's tail, read before the held
+// request was written: ten records twice. A batch without an answer is
+// now sent again as it was until answered, and the new id waits for it.
+func TestBatchesModeUnansweredBeforeNewProducer(t *testing.T) {
+	b := newBed(t)
+	short := []kgo.Opt{kgo.ProduceRequestTimeout(300 * time.Millisecond), kgo.RequestTimeoutOverhead(300 * time.Millisecond)}
+	b.dstOpts, b.secondOpts = short, short
+	b.createTopic(b.srcAdm, "unsure", 1, nil)
+	stop := b.run(b.flow("mm2go.copy.mode = batches", "mm2go.copy.fencing = none"), prometheus.NewRegistry())
+	want := map[int32][]record{}
+	b.produceTo(want, "unsure", 1, 0, 10)
+	require.Equal(t, want, b.read("A.unsure", 10))
+
+	release := make(chan struct{})
+	var released atomic.Bool
+	held := b.holdProduce("A.unsure", release, func(int32) bool { return !released.Load() })
+	b.produceTo(want, "unsure", 1, 10, 10)
+	waitFor(t, "a Produce request of A.unsure held", func() bool { return held.Load() >= 1 })
+	r := b.last
+	r.readers.Lock() // as refresh holds it
+	r.stopTopics([]string{"unsure"})
+	r.readers.Unlock()
+	// Before, the second request held was the new producer id's.
+	waitFor(t, "three Produce requests of A.unsure held", func() bool { return held.Load() >= 3 })
+	released.Store(true)
+	close(release)
+	require.Equal(t, want, b.read("A.unsure", 20))
+	require.NoError(t, stop())
+	require.EqualValues(t, 20, b.copied("A.unsure"), "every record once")
+}
+
+// holdProduce holds the target's Produce requests of the remote topic for
+// which hold, given how many there were so far (this one included), says
+// so, until release is closed; each is then written. It returns that
+// count.
+func (b *bed) holdProduce(remote string, release <-chan struct{}, hold func(n int32) bool) *atomic.Int32 {
+	b.t.Helper()
+	md, err := b.dstAdm.ListTopics(context.Background(), remote)
+	require.NoError(b.t, err)
+	id := md[remote].ID
+	var seen atomic.Int32 // not a sync.Once: a second request waiting in Do would block kfake's wakeup of the first
+	b.dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		for _, rt := range kr.(*kmsg.ProduceRequest).Topics {
+			if rt.Topic == remote || rt.TopicID == id { // by ID from Produce v13 on
+				if hold(seen.Add(1)) {
+					b.dst.SleepControl(func() { <-release })
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	return &seen
+}
+
 // TestBatchesModeTwoConnections: the batches mode sends its Produce
 // requests on two connections to the target broker (Options.TargetSecond),
 // each carrying some of the partitions, one batch per partition in flight:

@@ -259,10 +259,17 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 				}
 				return st.err
 			}
-			fw.fence(ctx, st)
+			if !st.unsure() {
+				fw.fence(ctx, st)
+			}
 		}
-		if !st.stopping && st.err == nil && len(st.fences) == 0 && !fw.needsFence(st.queue) {
-			fw.issueProduce(ctx, st)
+		if !st.stopping && st.err == nil {
+			// While fencing waits, only batches that may be written
+			// already go out (again), until answered.
+			waiting := len(st.fences) > 0 || fw.needsFence(st.queue)
+			if !waiting || st.unsure() {
+				fw.issueProduce(ctx, st, waiting)
+			}
 		}
 		in := work
 		if st.bytes >= fw.queueBound() || st.stopping || st.err != nil {
@@ -348,11 +355,25 @@ func (fw *forwarder) fence(ctx context.Context, st *sendState) {
 	}
 }
 
+// unsure reports whether a partition's first batch went out without an
+// answer that settles it: the target may hold it. A new producer epoch or
+// id (acquire) waits until none does, since the batch sent again under
+// those would be written again.
+func (st *sendState) unsure() bool {
+	for _, bs := range st.queue {
+		if bs[0].sent {
+			return true
+		}
+	}
+	return false
+}
+
 // issueProduce sends a Produce request on every lane with none out to its
 // target leader, unless the leader is backing off, with the first batch of
 // each of the leader's partitions that has none out: split evenly among
-// the leader's free lanes.
-func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
+// the leader's free lanes. With onlySent, only batches that went out
+// before without an answer (unsure) are sent.
+func (fw *forwarder) issueProduce(ctx context.Context, st *sendState, onlySent bool) {
 	r := fw.r
 	now := time.Now()
 	hold := now.Before(st.leaderless)
@@ -367,12 +388,24 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState) {
 		if sending[p] {
 			continue
 		}
-		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() || p.removed.Load() {
+		if b := bs[0]; b.epoch != p.epoch.Load() || p.failed.Load() || p.removed.Load() && !b.sent {
 			// Fetched before the partition's last failure, or its topic
 			// stopped: if the topic is found again, it resumes from the
 			// target's tail, read after a new epoch fenced these.
 			fw.drop(fwdWork{p: bs})
 			st.forget(p)
+			continue
+		}
+		if p.removed.Load() && len(bs) > 1 {
+			// Its topic stopped after its first batch went out: that one
+			// is sent until answered, the others are not.
+			fw.drop(fwdWork{p: bs[1:]})
+			for _, b := range bs[1:] {
+				st.bytes -= len(b.b)
+			}
+			st.queue[p] = bs[:1]
+		}
+		if onlySent && !bs[0].sent {
 			continue
 		}
 		if _, known := fw.dst[p.remote].leaders[p.partition]; hold && !known {
@@ -432,7 +465,7 @@ func (fw *forwarder) sendProduce(ctx context.Context, st *sendState, to sendKey,
 		fw.mergeHead(st, p)
 		b := st.queue[p][0]
 		rewrite(b.b, fw.producerID, fw.producerEpoch, p.seq)
-		b.asIs = true
+		b.asIs, b.sent = true, true
 		i, ok := idx[p.remote]
 		if !ok {
 			i = len(req.Topics)
