@@ -198,6 +198,42 @@ func TestBatchesModeUnansweredBeforeNewProducer(t *testing.T) {
 	require.EqualValues(t, 20, b.copied("A.unsure"), "every record once")
 }
 
+// TestBatchesModeRefusedDoesNotHoldFencing: a partition whose batch the
+// target keeps refusing before writing it (NOT_ENOUGH_REPLICAS: too few
+// replicas in sync) does not hold back the fence of a new topic, which is
+// copied meanwhile; only a batch whose fate is unknown does (above).
+func TestBatchesModeRefusedDoesNotHoldFencing(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "starved", 1, nil)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	starved := map[int32][]record{}
+	b.produceTo(starved, "starved", 1, 0, 10)
+	require.Equal(t, starved, b.read("A.starved", 10))
+	md, err := b.dstAdm.ListTopics(context.Background(), "A.starved")
+	require.NoError(t, err)
+	id := md["A.starved"].ID
+	// Refused while A.starved is alone in the request: kfake's answer to a
+	// faulted request leaves out its other topics.
+	refusing := b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, TopicID: id, Err: kerr.NotEnoughReplicas, Count: -1,
+		When: func(kr kmsg.Request) bool {
+			for _, rt := range kr.(*kmsg.ProduceRequest).Topics {
+				if rt.TopicID != id && rt.Topic != "A.starved" {
+					return false
+				}
+			}
+			return true
+		}})
+	b.produceTo(starved, "starved", 1, 10, 10)
+	waitFor(t, "a refused batch", func() bool { return sumOf(t, reg, "mm2go_replicator_errors_total", nil) > 0 })
+	b.createTopic(b.srcAdm, "fresh", 1, nil)
+	fresh := b.produceOneBatch("fresh", 10)
+	require.Equal(t, fresh, b.read("A.fresh", 10), "fenced while A.starved was refused")
+	refusing.Remove()
+	require.Equal(t, starved, b.read("A.starved", 20))
+	require.NoError(t, stop())
+}
+
 // holdProduce holds the target's Produce requests of the remote topic for
 // which hold, given how many there were so far (this one included), says
 // so, until release is closed; each is then written. It returns that

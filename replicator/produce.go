@@ -612,6 +612,9 @@ func (fw *forwarder) answered(st *sendState, p *partition, answered map[tp]kmsg.
 		p.seq = int32((int64(p.seq) + int64(b.n)) % (1 << 31))
 		fw.settle(b, rp.BaseOffset)
 	case lostProducerState(err), kerr.IsRetriable(err):
+		if notWritten(err) {
+			b.sent = false // refused before the append: nothing to wait for
+		}
 		return err
 	case (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && b.n > 1:
 		// Larger than the target takes (a forwarded batch keeps the
@@ -641,6 +644,14 @@ func (fw *forwarder) answered(st *sendState, p *partition, answered map[tp]kmsg.
 		delete(st.queue, p)
 	}
 	return nil
+}
+
+// notWritten reports whether a Produce error says the partition's leader
+// refused the batch before appending it. REQUEST_TIMED_OUT or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND say it may be in the log.
+func notWritten(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.NotEnoughReplicas) ||
+		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable)
 }
 
 // settle records that the target wrote b at base: the exact offset map,
