@@ -251,6 +251,7 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		unsure := st.unsure()
 		if len(st.out) == 0 {
 			if st.stopping || st.err != nil || (work == nil && len(st.queue) == 0) {
 				fw.drop(st.queue)
@@ -259,7 +260,7 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 				}
 				return st.err
 			}
-			if !st.unsure() {
+			if !unsure {
 				fw.fence(ctx, st)
 			}
 		}
@@ -267,7 +268,7 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 			// While fencing waits, only batches that may be written
 			// already go out (again), until answered.
 			waiting := len(st.fences) > 0 || fw.needsFence(st.queue)
-			if !waiting || st.unsure() {
+			if !waiting || unsure {
 				fw.issueProduce(ctx, st, waiting)
 			}
 		}
