@@ -32,7 +32,8 @@ import (
 // offset map says.
 //
 // It runs in parallel with the other parallel tests (after the serial
-// ones), none of which uses the three-node target whose broker it kills.
+// ones); those that use the three-node target whose broker it kills wait
+// for it (target3Up).
 func TestIntegrationExactlyOnce(t *testing.T) {
 	firstPassOnly(func(t *testing.T) {
 		t.Parallel()
@@ -53,6 +54,8 @@ func TestIntegrationExactlyOnceMM2(t *testing.T) {
 
 func testExactlyOnce(t *testing.T, mm2 bool) {
 	need3(t)
+	target3Up.Lock()
+	t.Cleanup(target3Up.Unlock)
 	e := newEnv(t)
 	const partitions, kills = 6, 20
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

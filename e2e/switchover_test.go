@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -437,10 +438,20 @@ func (e *env) flow3Lines(topics string) []string {
 	}
 }
 
+// target3Up is held for reading by the tests that need every broker of the
+// three-node target up (newEnv3) and for writing by the one that kills one
+// (TestIntegrationExactlyOnce): parallel tests must not share the target
+// with it. A broker it killed made TestIntegrationCutover's consumer-group
+// lookup fail.
+var target3Up sync.RWMutex
+
 // newEnv3 is a test's view of the three-node clusters (aliases p<id> and
-// s<id>), with an admin client of each.
+// s<id>), with an admin client of each. It waits while a parallel test has
+// a target broker down (target3Up).
 func newEnv3(t *testing.T) (e *env, srcAdm, dstAdm *kadm.Client) {
 	t.Helper()
+	target3Up.RLock()
+	t.Cleanup(target3Up.RUnlock)
 	id := uid(t)
 	e = &env{t: t, id: id, src: "p" + id, dst: "s" + id, dir: t.TempDir()}
 	return e, admin3(t, source3Seeds), admin3(t, target3Seeds)
