@@ -136,6 +136,20 @@ func (p *prom) query(expr string) []promSeries {
 	return d.Result
 }
 
+// rawSamples returns the samples expr's series stored from since on, with
+// the times of the evaluations or scrapes that wrote them.
+func (p *prom) rawSamples(expr string, since time.Time) []promSeries {
+	p.t.Helper()
+	now := time.Now()
+	window := int(now.Sub(since).Seconds()) + 1
+	var d struct {
+		Result []promSeries `json:"result"`
+	}
+	q := url.Values{"query": {fmt.Sprintf("%s[%ds]", expr, window)}, "time": {strconv.FormatFloat(float64(now.UnixMilli())/1000, 'f', 3, 64)}}
+	require.NoError(p.t, p.api("/api/v1/query", q, &d))
+	return d.Result
+}
+
 // queryRange evaluates expr every second from start to end.
 func (p *prom) queryRange(expr string, start, end time.Time) []promSeries {
 	p.t.Helper()
