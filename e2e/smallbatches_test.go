@@ -131,7 +131,7 @@ func TestIntegrationSmallBatches(t *testing.T) {
 	began := time.Now()
 	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
 	took := time.Since(began)
-	t.Logf("SIGTERM to exit with the traffic running: %s", took)
+	t.Logf("SIGTERM at %s to exit with the traffic running: %s", began.Format("15:04:05.000"), took)
 	require.Less(t, took, 2*time.Second, "draining took longer than 2 s")
 
 	again := e.start(mmArgs(cfg)...)
