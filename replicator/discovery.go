@@ -73,7 +73,7 @@ const deferRetry = time.Second
 func (r *Replicator) refresh(ctx context.Context) error {
 	r.readers.Lock()
 	defer r.readers.Unlock()
-	srcTopics, err := listTopicsAgain(ctx, r.o.SourceAdmin, slices.Collect(maps.Keys(r.copiedTopics())))
+	srcTopics, err := listTopicsAgain(ctx, r.o.SourceAdmin, r.copiedTopicNames())
 	if err != nil {
 		return fmt.Errorf("list topics on %s: %w", r.o.Flow.Source, err)
 	}

@@ -234,6 +234,56 @@ func TestBatchesModeRefusedDoesNotHoldFencing(t *testing.T) {
 	require.NoError(t, stop())
 }
 
+// TestBatchesModeRefusedPartitionAlone: a partition the target keeps
+// refusing is held back on its own, and the other partitions of the same
+// target leader are copied at once meanwhile. Before, a refused partition
+// put its whole leader on a backoff (up to 2 s), and every partition of
+// the leader waited with it.
+func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "starved", 1, nil)
+	b.createTopic(b.srcAdm, "busy", 1, nil)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	starved, busy := map[int32][]record{}, map[int32][]record{}
+	b.produceTo(starved, "starved", 1, 0, 10)
+	b.produceTo(busy, "busy", 1, 0, 10)
+	require.Equal(t, starved, b.read("A.starved", 10))
+	require.Equal(t, busy, b.read("A.busy", 10))
+	md, err := b.dstAdm.ListTopics(context.Background(), "A.starved")
+	require.NoError(t, err)
+	id := md["A.starved"].ID
+	// The target leaves A.starved out of the Produce requests it handles
+	// (no answer for it: not written) and writes the rest.
+	var refusing atomic.Bool
+	refusing.Store(true)
+	b.dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		if req := kr.(*kmsg.ProduceRequest); refusing.Load() {
+			req.Topics = slices.DeleteFunc(req.Topics, func(rt kmsg.ProduceRequestTopic) bool {
+				return rt.Topic == "A.starved" || rt.TopicID == id
+			})
+		}
+		return nil, nil, false
+	})
+	b.produceTo(starved, "starved", 1, 10, 10)
+	// Five refusals: a backoff of 1.6 s next, were it the leader's.
+	waitFor(t, "five refusals", func() bool { return sumOf(t, reg, "mm2go_replicator_errors_total", nil) >= 5 })
+	began := time.Now()
+	for i := range 10 {
+		b.produceTo(busy, "busy", 1, 10+10*i, 10)
+		waitFor(t, "A.busy copied", func() bool { return b.copied("A.busy") >= int64(20+10*i) })
+	}
+	took := time.Since(began)
+	t.Logf("ten batches of A.busy copied one after the other in %s while A.starved was refused", took)
+	require.Less(t, took, 5*time.Second, "A.busy waited for A.starved's backoff")
+	refusing.Store(false)
+	require.Equal(t, starved, b.read("A.starved", 20))
+	require.Equal(t, busy, b.read("A.busy", 110))
+	require.NoError(t, stop())
+	require.EqualValues(t, 20, b.copied("A.starved"), "every record once")
+}
+
 // holdProduce holds the target's Produce requests of the remote topic for
 // which hold, given how many there were so far (this one included), says
 // so, until release is closed; each is then written. It returns that

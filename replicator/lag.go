@@ -3,7 +3,6 @@ package replicator
 import (
 	"cmp"
 	"context"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -44,7 +43,7 @@ func (r *Replicator) Watch(ctx context.Context, adm *kadm.Client, forget func() 
 // source does not answer, the gauges are computed from the ends listed last
 // (the age of the oldest uncopied record still grows).
 func (r *Replicator) updateLag(ctx context.Context, adm *kadm.Client) {
-	topics := slices.Collect(maps.Keys(r.copiedTopics()))
+	topics := r.copiedTopicNames()
 	if len(topics) == 0 {
 		return
 	}

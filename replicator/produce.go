@@ -194,7 +194,11 @@ type sendState struct {
 	bytes   int                      // their bytes
 	out     map[sendKey][]*partition // Produce requests out, and their partitions
 	results chan produceResult
-	retry   map[int32]*leaderRetry // leaders that answered with an error
+	retry   map[int32]*retryAfter // leaders whose request failed as a whole
+	// partRetry holds partitions the target refused (a retriable error in
+	// their answer) back, each on its own: one partition short of in-sync
+	// replicas, say, does not slow the others of its leader.
+	partRetry map[*partition]*retryAfter
 	// leaderless holds partitions without a known target leader back
 	// from a metadata reload until it passes.
 	leaderless time.Time
@@ -203,9 +207,9 @@ type sendState struct {
 	stopping   bool           // no more requests: the loop ends once nothing is out
 }
 
-// leaderRetry is a target leader's backoff after an error: no request goes
-// to it before until.
-type leaderRetry struct {
+// retryAfter is a backoff after an error: nothing is sent again before
+// until.
+type retryAfter struct {
 	loop.Backoff
 	until time.Time
 }
@@ -242,10 +246,11 @@ type produceResult struct {
 // Fencing (acquire) waits until no request is out and sends none meanwhile.
 func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 	st := &sendState{
-		queue:   fwdWork{},
-		out:     map[sendKey][]*partition{},
-		results: make(chan produceResult),
-		retry:   map[int32]*leaderRetry{},
+		queue:     fwdWork{},
+		out:       map[sendKey][]*partition{},
+		results:   make(chan produceResult),
+		retry:     map[int32]*retryAfter{},
+		partRetry: map[*partition]*retryAfter{},
 	}
 	done := ctx.Done()
 	timer := time.NewTimer(time.Hour)
@@ -310,8 +315,8 @@ func (fw *forwarder) sendLoop(ctx context.Context, work <-chan fwdWork) error {
 var errForwarderStopped = errors.New("the forwarder stopped")
 
 // nextWake is when the send loop must look again although nothing arrived:
-// the end of a leader's backoff or of the leaderless hold, whichever comes
-// first and has not passed.
+// the end of a leader's or a partition's backoff or of the leaderless
+// hold, whichever comes first and has not passed.
 func (st *sendState) nextWake() (time.Time, bool) {
 	now := time.Now()
 	var next time.Time
@@ -323,6 +328,9 @@ func (st *sendState) nextWake() (time.Time, bool) {
 	consider(st.leaderless)
 	for _, lr := range st.retry {
 		consider(lr.until)
+	}
+	for _, pr := range st.partRetry {
+		consider(pr.until)
 	}
 	return next, !next.IsZero()
 }
@@ -393,20 +401,18 @@ func (fw *forwarder) issueProduce(ctx context.Context, st *sendState, onlySent b
 			// Fetched before the partition's last failure, or its topic
 			// stopped: if the topic is found again, it resumes from the
 			// target's tail, read after a new epoch fenced these.
-			fw.drop(fwdWork{p: bs})
-			st.forget(p)
+			fw.dropQueued(st, p, 0)
 			continue
 		}
 		if p.removed.Load() && len(bs) > 1 {
 			// Its topic stopped after its first batch went out: that one
 			// is sent until answered, the others are not.
-			fw.drop(fwdWork{p: bs[1:]})
-			for _, b := range bs[1:] {
-				st.bytes -= len(b.b)
-			}
-			st.queue[p] = bs[:1]
+			fw.dropQueued(st, p, 1)
 		}
 		if onlySent && !bs[0].sent {
+			continue
+		}
+		if pr := st.partRetry[p]; pr != nil && now.Before(pr.until) {
 			continue
 		}
 		if _, known := fw.dst[p.remote].leaders[p.partition]; hold && !known {
@@ -536,22 +542,35 @@ func (fw *forwarder) mergeHead(st *sendState, p *partition) {
 	st.queue[p] = append([]*fwdBatch{merged}, bs[k:]...)
 }
 
-// forget removes p from the queue.
-func (st *sendState) forget(p *partition) {
-	for _, b := range st.queue[p] {
+// dropQueued drops p's queued batches after its first keep, and p's entry
+// with keep 0.
+func (fw *forwarder) dropQueued(st *sendState, p *partition, keep int) {
+	bs := st.queue[p]
+	if len(bs) <= keep {
+		return
+	}
+	fw.drop(fwdWork{p: bs[keep:]})
+	for _, b := range bs[keep:] {
 		st.bytes -= len(b.b)
 	}
-	delete(st.queue, p)
+	if keep == 0 {
+		delete(st.queue, p)
+		delete(st.partRetry, p)
+		return
+	}
+	st.queue[p] = bs[:keep]
 }
 
 // produced settles what a leader answered: acknowledged batches leave the
 // queue, a partition the target refused fails (the replicator's stall and
 // retry), and a retriable error keeps the batches first in the queue, sent
-// again with the same sequence numbers after the leader's backoff.
+// again with the same sequence numbers after a backoff: the leader's when
+// the request failed as a whole, else each refused partition's.
 func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceResult) {
 	r := fw.r
 	delete(st.out, res.to)
 	retry := res.err
+	var refused []*partition // answered with a retriable error
 	if retry == nil {
 		byID := map[[16]byte]string{}
 		for name, tm := range fw.dst {
@@ -568,33 +587,55 @@ func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceRes
 			}
 		}
 		for _, p := range res.parts {
-			if err := fw.answered(st, p, answered); err != nil {
-				retry = err
+			err := fw.answered(st, p, answered)
+			if err == nil {
+				delete(st.partRetry, p)
+				continue
 			}
+			if retry == nil || fence.Fenced(err) || lostProducerState(err) {
+				retry = err // the first, unless a later one ends the loop
+			}
+			refused = append(refused, p)
 		}
 	}
-	lr := st.retry[res.to.leader]
-	if lr == nil {
-		lr = &leaderRetry{Backoff: loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}}
-		st.retry[res.to.leader] = lr
-	}
 	switch {
-	case retry == nil:
-		lr.Reset()
 	case fence.Fenced(retry):
 		st.err = fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
 	case lostProducerState(retry):
 		st.err = fmt.Errorf("target %s lost the idempotent producer's state (%w); restarting the flow", r.o.Flow.Target, retry)
+	case res.err == nil && len(refused) == 0:
+		delete(st.retry, res.to.leader)
 	case ctx.Err() != nil:
 		st.stopping = true
 	default:
 		fw.dstStale.Store(true)
-		wait := lr.Next()
-		lr.until = time.Now().Add(wait)
+		var wait time.Duration
+		held := len(refused)
+		if res.err != nil {
+			wait, held = backOff(st.retry, res.to.leader), len(res.parts)
+		} else {
+			delete(st.retry, res.to.leader)
+			for _, p := range refused {
+				wait = max(wait, backOff(st.partRetry, p))
+			}
+		}
 		r.m.error(r.flow, metric.Reason(retry, reasonProduce))
 		r.log.Warn("target did not take batches; re-sent with the same sequence numbers",
-			zap.Int32("broker", res.to.leader), zap.Duration("backoff", wait), zap.Error(retry))
+			zap.Int32("broker", res.to.leader), zap.Int("partitions", held),
+			zap.Duration("backoff", wait), zap.Error(retry))
 	}
+}
+
+// backOff starts or lengthens k's backoff in m and returns it.
+func backOff[K comparable](m map[K]*retryAfter, k K) time.Duration {
+	ra := m[k]
+	if ra == nil {
+		ra = &retryAfter{Backoff: loop.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}}
+		m[k] = ra
+	}
+	wait := ra.Next()
+	ra.until = time.Now().Add(wait)
+	return wait
 }
 
 // answered settles partition p's first batch from the leader's answer. It
@@ -623,8 +664,7 @@ func (fw *forwarder) answered(st *sendState, p *partition, answered map[tp]kmsg.
 		// batch is a single record.
 		halves, derr := fw.split(b)
 		if derr != nil {
-			fw.drop(fwdWork{p: st.queue[p]})
-			st.forget(p)
+			fw.dropQueued(st, p, 0)
 			r.fail(p, b.up(0), fmt.Errorf("%w; splitting it: %w", err, derr))
 			return nil
 		}
@@ -635,8 +675,7 @@ func (fw *forwarder) answered(st *sendState, p *partition, answered map[tp]kmsg.
 		st.queue[p] = append(halves, st.queue[p][1:]...)
 		return nil
 	default:
-		fw.drop(fwdWork{p: st.queue[p]})
-		st.forget(p)
+		fw.dropQueued(st, p, 0)
 		r.fail(p, b.up(0), err)
 		return nil
 	}

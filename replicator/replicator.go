@@ -32,8 +32,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -524,7 +522,7 @@ func (r *Replicator) logStart() {
 			backlog += l
 		}
 	})
-	names := slices.Sorted(maps.Keys(r.copiedTopics()))
+	names := r.copiedTopicNames()
 	topics = len(names)
 	if len(names) > 20 {
 		names = append(names[:20], "...")

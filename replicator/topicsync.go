@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -142,6 +144,12 @@ func (r *Replicator) copiedTopics() map[string]string {
 		}
 	}
 	return out
+}
+
+// copiedTopicNames returns the names of the source topics being copied,
+// sorted.
+func (r *Replicator) copiedTopicNames() []string {
+	return slices.Sorted(maps.Keys(r.copiedTopics()))
 }
 
 // syncTopicConfigs runs one round of MM2's periodic topic-config sync: the
