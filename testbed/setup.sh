@@ -97,7 +97,9 @@ verify_broker() {
   local d port cport tries=0 pid t0 cds="" tmp="" ok=0
   d="$(mktemp -d "${TMPDIR:-/tmp}/mm2go-kafka-setup.XXXXXX")"
   while :; do
-    port=$(( 45000 + RANDOM % 10000 )); cport=$(( port + 1 ))
+    # Below the kernel's ephemeral ports (32768 up by default), which any client's connection
+    # may hold (a bind there failed once), and below the test bed's clusters (19092 up).
+    port=$(( 10000 + RANDOM % 8000 )); cport=$(( port + 1 ))
     if ! port_open 127.0.0.1 "$port" && ! port_open 127.0.0.1 "$cport"; then break; fi
     (( ++tries < 50 )) || die "no free port pair found for the verification broker"
   done
@@ -143,7 +145,11 @@ EOF
   stop_pid "$pid" 60 TERM
   wait "$pid" 2>/dev/null || true
   if (( ok == 0 )); then
-    tail -n 40 "$d/node.log" >&2; rm -f "$tmp"; die "the verification broker did not start (log above)"
+    tail -n 40 "$d/node.log" >&2; rm -f "$tmp"
+    if grep -q "Address already in use" "$d/node.log"; then
+      die "the verification broker did not start: port $port or $cport is taken (log above)"
+    fi
+    die "the verification broker did not start (log above)"
   fi
   if ! grep -q "Kafka Server started" "$d/node.log"; then
     tail -n 40 "$d/node.log" >&2; rm -f "$tmp"
