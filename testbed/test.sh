@@ -19,13 +19,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v go >/dev/null || { echo "test.sh: go not found" >&2; exit 1; }
+# say prints a line with the time and the seconds since the command started: where a slow run
+# spent its time shows in CI's log.
+say() { echo "test.sh: $(date -u +%T) (${SECONDS} s): $*" >&2; }
 export MM2GO_SWITCHOVER_CONCURRENCY="${MM2GO_SWITCHOVER_CONCURRENCY:-4}"
 exports="$(testbed/env.sh up)"
 eval "$exports"
 if [[ "${MM2GO_KEEP_KAFKA:-0}" != 1 ]]; then
   trap 'testbed/env.sh down >/dev/null 2>&1 || true' EXIT
 fi
-echo "test.sh: real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS" >&2
+say "real Kafka at source=$MM2GO_TEST_SEEDS target=$MM2GO_TEST_TARGET_SEEDS"
 # Four parallel tests at once, not one per core: the end-to-end tests marked parallel spend most of
 # their time waiting on mm2go and the brokers. On 2 cores, pass 1's end-to-end tests alone took 14
 # min before 26 of them were made parallel (two at once) and 11-12 min after (four at once); in this
@@ -39,7 +42,7 @@ go test -race -count=1 -timeout 30m "${parallel[@]}" ${GO_TEST_FLAGS:-} ./...
 # requests and fences with mm2go.copy.fencing=epoch): the replicator's and the end-to-end tests but
 # the failover, instances and switchover tests, which the third pass runs on the same record copy
 # path with transactions.
-echo "test.sh: the replicator and end-to-end tests again with mm2go.copy.mode=records" >&2
+say "the replicator and end-to-end tests again with mm2go.copy.mode=records"
 # shellcheck disable=SC2086
 MM2GO_TEST_COPY_MODE=records \
   go test -race -count=1 -timeout 30m "${parallel[@]}" ${GO_TEST_FLAGS:-} -skip 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$' ./replicator ./e2e
@@ -49,7 +52,8 @@ MM2GO_TEST_COPY_MODE=records \
 # pass) is the SIGKILL and broker-failure test of that mode. The switchover trials of the identity
 # policy and of SIGKILLs run in the first pass only, to keep the command under 20 minutes;
 # MM2GO_SWITCHOVER_SUITES overrides that.
-echo "test.sh: the failover, instances, switchover and security tests again with exactly-once flows" >&2
+say "the failover, instances, switchover and security tests again with exactly-once flows"
 # shellcheck disable=SC2086
 MM2GO_SWITCHOVER_SUITES="${MM2GO_SWITCHOVER_SUITES:-default}" MM2GO_TEST_COPY_MODE=exactly-once \
   go test -race -count=1 -timeout 30m "${parallel[@]}" ${GO_TEST_FLAGS:-} -run 'TestIntegrationFailover|TestIntegrationInstances|TestIntegrationSwitchover$|TestIntegrationSecurity$' ./e2e
+say "every pass passed"
