@@ -430,16 +430,33 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if f.SyncTopicAclsEnabled && f.SyncTopicAclsInterval > 0 && r.o.Task == 0 {
 		g.Go(func() error { return r.aclSyncLoop(gctx) })
 	}
+	// When the stop began, for the log of how long each part of it took.
+	var stopped atomic.Int64
+	defer context.AfterFunc(ctx, func() { stopped.Store(time.Now().UnixNano()) })()
 	runErr := g.Wait()
 
+	loopsDone := time.Now()
+	var drained time.Time
 	if !f.ExactlyOnce { // the copy loop committed or abandoned its last transaction
 		if err := r.o.Target.Flush(drainCtx); err != nil {
 			r.log.Warn("drain in-flight records", zap.Error(err))
 		}
 		stopProducing()
+		drained = time.Now()
 		if err := r.flush(drainCtx); err != nil {
 			r.log.Warn("store final progress", zap.Error(err))
 		}
+	}
+	if ctx.Err() != nil {
+		began := loopsDone // unless the AfterFunc has run, as it almost always has
+		if at := stopped.Load(); at != 0 {
+			began = time.Unix(0, at)
+		}
+		fields := []zap.Field{zap.Duration("took", time.Since(began)), zap.Duration("copy_loops", loopsDone.Sub(began))}
+		if !drained.IsZero() {
+			fields = append(fields, zap.Duration("in_flight_records", drained.Sub(loopsDone)), zap.Duration("final_progress", time.Since(drained)))
+		}
+		r.log.Info("copy stopped", fields...)
 	}
 	r.forgetGauges()
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {

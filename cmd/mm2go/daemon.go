@@ -274,6 +274,7 @@ loop:
 		}
 	}
 	d.notify(notifyStopping)
+	stopping := time.Now()
 	cancel()
 	d.mu.Lock()
 	handles := slices.Collect(maps.Values(d.flows))
@@ -287,7 +288,7 @@ loop:
 		cancelHTTP()
 	}
 	wg.Wait()
-	d.log.Info("mm2go stopped")
+	d.log.Info("mm2go stopped", zap.Duration("took", time.Since(stopping)))
 	return errors.Join(startErr, httpErr)
 }
 
