@@ -132,6 +132,11 @@ func TestIntegrationSmallBatches(t *testing.T) {
 	require.Zero(t, mm.stop(t, syscall.SIGTERM, 30*time.Second))
 	took := time.Since(began)
 	t.Logf("SIGTERM at %s to exit with the traffic running: %s", began.Format("15:04:05.000"), took)
+	for line := range strings.Lines(mm.out.String()) {
+		if strings.Contains(line, "signal received") || strings.Contains(line, "stopped\t") || strings.Contains(line, "stopped\n") {
+			t.Logf("mm2go: %s", strings.TrimSpace(line))
+		}
+	}
 	require.Less(t, took, 2*time.Second, "draining took longer than 2 s")
 
 	again := e.start(mmArgs(cfg)...)

@@ -448,8 +448,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 		}
 	}
 	if ctx.Err() != nil {
-		began := loopsDone // unless the AfterFunc has run, as it almost always has
-		if at := stopped.Load(); at != 0 {
+		// The AfterFunc's goroutine may run after the loops saw ctx end.
+		began := loopsDone
+		if at := stopped.Load(); at != 0 && at < began.UnixNano() {
 			began = time.Unix(0, at)
 		}
 		fields := []zap.Field{zap.Duration("took", time.Since(began)), zap.Duration("copy_loops", loopsDone.Sub(began))}
