@@ -161,13 +161,18 @@ func (w *alertWatch) checkTimely(begin time.Time) {
 			}
 		}
 		for _, s := range firing {
-			k := seriesKey(s.Metric)
-			ev := evals[k]
-			for i, fired := range sampleTimes(s) {
-				if i > 0 && activeSince(ev, fired) == activeSince(ev, sampleTimes(s)[i-1]) {
+			ev := evals[seriesKey(s.Metric)]
+			sinceAt := make(map[float64]float64, len(ev)) // by evaluation
+			for _, e := range ev {
+				sinceAt[e.at] = e.since
+			}
+			last := -1.0
+			for _, fired := range sampleTimes(s) {
+				since := sinceAt[fired]
+				if since == last {
 					continue // the same firing run
 				}
-				since := activeSince(ev, fired)
+				last = since
 				require.NotZero(w.t, since, "%s %v: no evaluation with its for: state at %v", name, s.Metric, fired)
 				// When its condition began to hold: an evaluation, in the
 				// second since names, at the phase every evaluation of the
@@ -198,16 +203,6 @@ func (w *alertWatch) checkTimely(begin time.Time) {
 // alertEval is an evaluation that found an alert active: when, and since
 // when its condition held (ALERTS_FOR_STATE's value), Unix seconds.
 type alertEval struct{ at, since float64 }
-
-// activeSince is the since of the evaluation at at, or 0.
-func activeSince(evals []alertEval, at float64) float64 {
-	for _, e := range evals {
-		if e.at == at {
-			return e.since
-		}
-	}
-	return 0
-}
 
 // secs is a duration of s seconds, to the millisecond (Prometheus's
 // timestamps' resolution).

@@ -139,10 +139,7 @@ func TestTopicStoppedAndFoundAgain(t *testing.T) {
 			seen := b.holdProduce("A.spread", release, func(n int32) bool { return n == 1 })
 			b.produceTo(want, "spread", 6, 300, 300)
 			waitFor(t, "a Produce request of A.spread held", func() bool { return seen.Load() >= 1 })
-			r := b.last
-			r.readers.Lock() // as refresh holds it
-			r.stopTopics([]string{"spread"})
-			r.readers.Unlock()
+			b.stopTopic("spread")
 			if !tc.refreshWaits {
 				b.waitDiscoveries(2) // found again while the request is held
 			}

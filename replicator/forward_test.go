@@ -185,10 +185,7 @@ func TestBatchesModeUnansweredBeforeNewProducer(t *testing.T) {
 	held := b.holdProduce("A.unsure", release, func(int32) bool { return !released.Load() })
 	b.produceTo(want, "unsure", 1, 10, 10)
 	waitFor(t, "a Produce request of A.unsure held", func() bool { return held.Load() >= 1 })
-	r := b.last
-	r.readers.Lock() // as refresh holds it
-	r.stopTopics([]string{"unsure"})
-	r.readers.Unlock()
+	b.stopTopic("unsure")
 	// Before, the second request held was the new producer id's.
 	waitFor(t, "three Produce requests of A.unsure held", func() bool { return held.Load() >= 3 })
 	released.Store(true)
@@ -210,19 +207,14 @@ func TestBatchesModeRefusedDoesNotHoldFencing(t *testing.T) {
 	starved := map[int32][]record{}
 	b.produceTo(starved, "starved", 1, 0, 10)
 	require.Equal(t, starved, b.read("A.starved", 10))
-	md, err := b.dstAdm.ListTopics(context.Background(), "A.starved")
-	require.NoError(t, err)
-	id := md["A.starved"].ID
+	id := b.topicID(b.dstAdm, "A.starved")
 	// Refused while A.starved is alone in the request: kfake's answer to a
 	// faulted request leaves out its other topics.
 	refusing := b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, TopicID: id, Err: kerr.NotEnoughReplicas, Count: -1,
 		When: func(kr kmsg.Request) bool {
-			for _, rt := range kr.(*kmsg.ProduceRequest).Topics {
-				if rt.TopicID != id && rt.Topic != "A.starved" {
-					return false
-				}
-			}
-			return true
+			return !slices.ContainsFunc(kr.(*kmsg.ProduceRequest).Topics, func(rt kmsg.ProduceRequestTopic) bool {
+				return !producesTo(rt, "A.starved", id)
+			})
 		}})
 	b.produceTo(starved, "starved", 1, 10, 10)
 	waitFor(t, "a refused batch", func() bool { return sumOf(t, reg, "mm2go_replicator_errors_total", nil) > 0 })
@@ -250,9 +242,7 @@ func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 	b.produceTo(busy, "busy", 1, 0, 10)
 	require.Equal(t, starved, b.read("A.starved", 10))
 	require.Equal(t, busy, b.read("A.busy", 10))
-	md, err := b.dstAdm.ListTopics(context.Background(), "A.starved")
-	require.NoError(t, err)
-	id := md["A.starved"].ID
+	id := b.topicID(b.dstAdm, "A.starved")
 	// The target leaves A.starved out of the Produce requests it handles
 	// (no answer for it: not written) and writes the rest.
 	var refusing atomic.Bool
@@ -261,7 +251,7 @@ func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 		b.dst.KeepControl()
 		if req := kr.(*kmsg.ProduceRequest); refusing.Load() {
 			req.Topics = slices.DeleteFunc(req.Topics, func(rt kmsg.ProduceRequestTopic) bool {
-				return rt.Topic == "A.starved" || rt.TopicID == id
+				return producesTo(rt, "A.starved", id)
 			})
 		}
 		return nil, nil, false
@@ -290,14 +280,12 @@ func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 // count.
 func (b *bed) holdProduce(remote string, release <-chan struct{}, hold func(n int32) bool) *atomic.Int32 {
 	b.t.Helper()
-	md, err := b.dstAdm.ListTopics(context.Background(), remote)
-	require.NoError(b.t, err)
-	id := md[remote].ID
+	id := b.topicID(b.dstAdm, remote)
 	var seen atomic.Int32 // not a sync.Once: a second request waiting in Do would block kfake's wakeup of the first
 	b.dst.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		b.dst.KeepControl()
 		for _, rt := range kr.(*kmsg.ProduceRequest).Topics {
-			if rt.Topic == remote || rt.TopicID == id { // by ID from Produce v13 on
+			if producesTo(rt, remote, id) {
 				if hold(seen.Add(1)) {
 					b.dst.SleepControl(func() { <-release })
 				}
@@ -306,6 +294,21 @@ func (b *bed) holdProduce(remote string, release <-chan struct{}, hold func(n in
 		return nil, nil, false
 	})
 	return &seen
+}
+
+// producesTo reports whether a Produce request's topic is the one named
+// (by ID from Produce v13 on).
+func producesTo(rt kmsg.ProduceRequestTopic, name string, id kadm.TopicID) bool {
+	return rt.Topic == name || rt.TopicID == id
+}
+
+// stopTopic stops the copy of a source topic as dropVanished does, under
+// the lock refresh holds.
+func (b *bed) stopTopic(topic string) {
+	r := b.last
+	r.readers.Lock()
+	r.stopTopics([]string{topic})
+	r.readers.Unlock()
 }
 
 // TestBatchesModeTwoConnections: the batches mode sends its Produce
@@ -986,14 +989,12 @@ func TestBatchesModeSlowTargetBroker(t *testing.T) {
 	require.Equal(t, want, b.read("A.slow", 20))
 
 	// Broker 0 holds every Produce request for A.slow until release.
-	md, err := b.dstAdm.Metadata(context.Background(), "A.slow")
-	require.NoError(t, err)
-	id := md.Topics["A.slow"].ID
+	id := b.topicID(b.dstAdm, "A.slow")
 	release := make(chan struct{})
 	b.dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		b.dst.KeepControl()
 		if b.dst.CurrentNode() != held || !slices.ContainsFunc(req.(*kmsg.ProduceRequest).Topics, func(rt kmsg.ProduceRequestTopic) bool {
-			return rt.Topic == "A.slow" || rt.TopicID == id
+			return producesTo(rt, "A.slow", id)
 		}) {
 			return nil, nil, false
 		}

@@ -603,7 +603,7 @@ func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceRes
 		st.err = fmt.Errorf("another writer of %s took over with a newer epoch of transactional id %s: %w", r.o.Flow.Name(), fw.txnID, retry)
 	case lostProducerState(retry):
 		st.err = fmt.Errorf("target %s lost the idempotent producer's state (%w); restarting the flow", r.o.Flow.Target, retry)
-	case res.err == nil && len(refused) == 0:
+	case retry == nil:
 		delete(st.retry, res.to.leader)
 	case ctx.Err() != nil:
 		st.stopping = true
