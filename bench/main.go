@@ -96,6 +96,7 @@ type options struct {
 	wanOnly             []string
 	wanTimeout          time.Duration
 	jvmProfile          string
+	holdWriteback       bool
 }
 
 // Defaults of the tuned profiles; see bench/README.md for how they were
@@ -150,6 +151,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.mm2TunedEnv, "mm2-tuned-env", "", "environment of mm2-tuned (testbed knobs such as MM2_HEAP); default: "+defaultMM2TunedEnv+" with -jvm-profile test, none with stock (2 GiB, as Kafka's script)")
 	fs.StringVar(&o.copyArgs, "copyloop-args", defaultCopyArgs, "arguments of the copy loop")
 	fs.StringVar(&o.perfProducer, "perf-producer-props", defaultPerfProps, "ProducerPerformance client properties")
+	fs.BoolVar(&o.holdWriteback, "hold-writeback", true, "keep the brokers' data in the page cache during the run (vm.dirty_expire_centisecs 1 h, vm.dirty_background_ratio 40, vm.dirty_ratio 60; restored at the end; needs root): the kernel's flush 30 s after a write otherwise puts a stall into whichever run it falls in")
 	fs.BoolVar(&o.skipBuild, "skip-build", false, "use -mm2go as is instead of building ./cmd/mm2go")
 	fs.StringVar(&o.mm2goBinary, "mm2go", "", "mm2go binary (default: built into the output directory)")
 	fs.StringVar(&o.mm2goRev, "mm2go-rev", "", "build mm2go from this git revision (git archive) instead of the working tree")
@@ -314,6 +316,16 @@ func benchmark(ctx context.Context, o *options) (err error) {
 
 	b.machine = describeMachine(ctx, b)
 	b.logf("machine: %s", b.machine.summary())
+	if o.holdWriteback {
+		var held sysctls
+		defer held.restore(b.logf)
+		if err := held.holdWriteback(); err != nil {
+			held.restore(b.logf)
+			b.logf("page-cache writeback left as the kernel has it: %v", err)
+		} else {
+			b.machine.writebackHeld = true
+		}
+	}
 
 	if _, err := b.tb.run(ctx, "setup.sh"); err != nil {
 		return err

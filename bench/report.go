@@ -29,9 +29,12 @@ type machineInfo struct {
 	mm2go      string
 	franzGo    string
 	jvmProfile string
-	started    time.Time
-	loadBefore [3]float64
-	loadAfter  [3]float64
+	// writebackHeld: the kernel's page-cache writeback was held for the
+	// run (-hold-writeback).
+	writebackHeld bool
+	started       time.Time
+	loadBefore    [3]float64
+	loadAfter     [3]float64
 }
 
 func describeMachine(ctx context.Context, b *bench) machineInfo {
@@ -341,6 +344,11 @@ func (b *bench) markdown(rows []*summaryRow) string {
 		"%s, Kafka %s (testbed JVM profile `%s`), %s, franz-go %s, mm2go %s.\n",
 		m.cpus, m.cpuModel, m.memTotal, m.kernel, m.loadBefore[0], m.loadBefore[1], m.loadBefore[2],
 		m.loadAfter[0], m.loadAfter[1], m.loadAfter[2], m.java, m.kafka, m.jvmProfile, m.goVersion, m.franzGo, m.mm2go)
+	if m.writebackHeld {
+		s.WriteString("The brokers' data stayed in the page cache for the run (`-hold-writeback`: no flush to disk 30 s after a write).\n")
+	} else {
+		s.WriteString("Page-cache writeback as the kernel has it (`-hold-writeback` off or not possible): a flush to disk 30 s after a write may stall whichever run it falls in.\n")
+	}
 	return s.String()
 }
 

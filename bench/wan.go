@@ -76,7 +76,7 @@ type wanLink struct {
 	oneWay     atomic.Int64 // delay of source packets each way, nanoseconds
 	fromSource atomic.Int64 // bytes of the IP packets the source sent across
 	wg         sync.WaitGroup
-	wmem       string // tcp_wmem before, "" if unchanged
+	sysctl     sysctls // tcp_wmem, restored at close
 	logf       func(string, ...any)
 }
 
@@ -144,12 +144,8 @@ func openWAN(ctx context.Context, logf func(string, ...any)) (_ *wanLink, err er
 			return nil, err
 		}
 	}
-	const wmemPath = "/proc/sys/net/ipv4/tcp_wmem"
-	if old, err := os.ReadFile(wmemPath); err == nil && !strings.EqualFold(strings.Join(strings.Fields(string(old)), " "), wanWmem) {
-		if err := os.WriteFile(wmemPath, []byte(wanWmem), 0o644); err != nil {
-			return nil, fmt.Errorf("set net.ipv4.tcp_wmem: %w", err)
-		}
-		w.wmem = strings.Join(strings.Fields(string(old)), " ")
+	if err := w.sysctl.set("net.ipv4.tcp_wmem", wanWmem); err != nil {
+		return nil, err
 	}
 	src := net.ParseIP(wanSourceAddr).To4()
 	const srcAt, dstAt = 12, 16 // offsets of the addresses in an IPv4 header
@@ -258,11 +254,7 @@ func (w *wanLink) close() {
 	if err := ip(context.Background(), "netns", "del", wanNS); err != nil {
 		w.logf("wan link: %v", err)
 	}
-	if w.wmem != "" {
-		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_wmem", []byte(w.wmem), 0o644); err != nil {
-			w.logf("wan link: restore net.ipv4.tcp_wmem to %q: %v", w.wmem, err)
-		}
-	}
+	w.sysctl.restore(w.logf)
 }
 
 // inNamespace returns cmd run inside the namespace (ip netns exec execs it,
