@@ -319,8 +319,7 @@ func benchmark(ctx context.Context, o *options) (err error) {
 	if o.holdWriteback {
 		var held sysctls
 		defer held.restore(b.logf)
-		if err := held.holdWriteback(); err != nil {
-			held.restore(b.logf)
+		if err := held.holdWriteback(b.logf); err != nil {
 			b.logf("page-cache writeback left as the kernel has it: %v", err)
 		} else {
 			b.machine.writebackHeld = true

@@ -61,10 +61,11 @@ func (s *sysctls) restore(logf func(string, ...any)) {
 // instead of going to disk 30 s after it was written (the kernel's
 // vm.dirty_expire_centisecs). On a machine where the brokers, the
 // replicator and the load generators share two CPUs and one disk, each
-// such flush wrote about 400 MB in a second and put a 100-200 ms stall into
-// whatever latency window it fell in (every spike above 100 ms in a run of
-// 2026-12-05 followed one), so a contender's p99 said more about the
-// flush's timing than about the contender. Deleted topics' data is dropped
+// such flush wrote 200-500 MB within a second or so and put a 100-220 ms
+// stall into whatever latency window it fell in (in a run of 2026-12-05
+// every 100 ms of sending with a delay over 100 ms lay within 0.3 s of
+// one), so a contender's p99 said more about the flush's timing than about
+// the contender. Deleted topics' data is dropped
 // unwritten; the kernel still writes back above the raised ratios.
 var holdWritebackSettings = []setting{
 	{"vm.dirty_expire_centisecs", "360000"},
@@ -72,11 +73,12 @@ var holdWritebackSettings = []setting{
 	{"vm.dirty_ratio", "60"},
 }
 
-// holdWriteback applies holdWritebackSettings. A machine that limits dirty pages in bytes
+// holdWriteback applies holdWritebackSettings, or none of them: on an error
+// it puts back what it changed. A machine that limits dirty pages in bytes
 // (vm.dirty_bytes, vm.dirty_background_bytes) is left as it is: the ratios
 // would replace its limits, and restoring them would not bring the bytes
 // back.
-func (s *sysctls) holdWriteback() error {
+func (s *sysctls) holdWriteback(logf func(string, ...any)) error {
 	for _, name := range []string{"vm.dirty_bytes", "vm.dirty_background_bytes"} {
 		if v, err := readSysctl(name); err != nil {
 			return fmt.Errorf("read %s: %w", name, err)
@@ -86,6 +88,7 @@ func (s *sysctls) holdWriteback() error {
 	}
 	for _, v := range holdWritebackSettings {
 		if err := s.set(v.name, v.value); err != nil {
+			s.restore(logf)
 			return err
 		}
 	}

@@ -39,3 +39,35 @@ func TestSysctlsRestore(t *testing.T) {
 
 	require.Error(t, s.set("vm.no_such_setting", "1"))
 }
+
+// TestHoldWriteback: holdWriteback sets every setting of
+// holdWritebackSettings and restore puts back each one's value before.
+// Needs root; skipped where the machine limits dirty pages in bytes, which
+// holdWriteback leaves alone.
+func TestHoldWriteback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: writes /proc/sys")
+	}
+	before := map[string]string{}
+	for _, v := range holdWritebackSettings {
+		old, err := readSysctl(v.name)
+		require.NoError(t, err)
+		before[v.name] = old
+	}
+	var s sysctls
+	defer s.restore(t.Logf)
+	if err := s.holdWriteback(t.Logf); err != nil {
+		t.Skipf("writeback not held on this machine: %v", err)
+	}
+	for _, v := range holdWritebackSettings {
+		got, err := readSysctl(v.name)
+		require.NoError(t, err)
+		require.Equal(t, v.value, got, v.name)
+	}
+	s.restore(t.Fatalf)
+	for name, old := range before {
+		got, err := readSysctl(name)
+		require.NoError(t, err)
+		require.Equal(t, old, got, name)
+	}
+}
