@@ -274,8 +274,9 @@ func TestSummarizeAndTargets(t *testing.T) {
 }
 
 // TestWANSection: the WAN table's rates and ratios (a run cut by the
-// timeout counts with the rate it reached, marked), and issue 15's targets at
-// the largest RTT.
+// timeout counts with the rate it reached, marked), the first record and
+// the rate after it (none for a run cut by the timeout), and issue 15's
+// targets at the largest RTT.
 func TestWANSection(t *testing.T) {
 	b := &bench{o: &options{latLoads: []latLoad{{10000, 1024}}, wanRTTs: []time.Duration{0, 80 * time.Millisecond}, wanTimeout: time.Minute}}
 	for _, c := range []struct {
@@ -285,19 +286,20 @@ func TestWANSection(t *testing.T) {
 	}{{"mm2go", kindMM2go, 0}, {"mm2", kindMM2, 0}, {"mm2go", kindMM2go, 80 * time.Millisecond}, {"mm2", kindMM2, 80 * time.Millisecond}} {
 		b.reps = append(b.reps, &contender{name: fmt.Sprintf("%s@%dms", c.base, c.rtt.Milliseconds()), kind: c.kind, wan: true, rtt: c.rtt, base: c.base})
 	}
-	wan := func(name string, ok bool, wall time.Duration, bytes int64) runResult {
-		return runResult{Phase: "wan", Contender: name, Round: 1, OK: ok, Wall: wall, Bytes: bytes, Records: bytes / 1000}
+	wan := func(name string, ok bool, wall, first time.Duration, bytes int64) runResult {
+		return runResult{Phase: "wan", Contender: name, Round: 1, OK: ok, Wall: wall, First: first, Bytes: bytes, Records: bytes / 1000}
 	}
 	b.results = []runResult{
-		wan("mm2go@0ms", true, 10*time.Second, 2000e6),  // 200 MB/s
-		wan("mm2@0ms", true, 40*time.Second, 2000e6),    // 50 MB/s
-		wan("mm2go@80ms", true, 11*time.Second, 2000e6), // 181.8 MB/s
-		wan("mm2@80ms", false, 60*time.Second, 60e6),    // 1 MB/s, cut by the timeout
+		wan("mm2go@0ms", true, 10*time.Second, time.Second, 2000e6),            // 200 MB/s, 222.2 after the first record
+		wan("mm2@0ms", true, 40*time.Second, 4*time.Second, 2000e6),            // 50 MB/s, 55.6 after
+		wan("mm2go@80ms", true, 11*time.Second, 3500*time.Millisecond, 2000e6), // 181.8 MB/s, 266.7 after
+		wan("mm2@80ms", false, 60*time.Second, 9*time.Second, 60e6),            // 1 MB/s, cut by the timeout: none after
 		{Phase: "latency", Contender: "mm2go@80ms", Round: 1, OK: true, P50: 110 * time.Millisecond, P99: 170 * time.Millisecond},
 	}
 	md := b.wanSection()
-	require.Contains(t, md, "| mm2go | 80 | 181.8 | 0.91 | 181.82 | 110.0 | 170.0 | 90.0 |")
-	require.Contains(t, md, "| mm2 | 80 | 1.0* | 0.02 | 1.00 | – | – | – |")
+	require.Contains(t, md, "| mm2go | 80 | 181.8 | 0.91 | 181.82 | 3.50 | 266.7 | 1.20 | 110.0 | 170.0 | 90.0 |")
+	require.Contains(t, md, "| mm2 | 80 | 1.0* | 0.02 | 1.00 | – | – | – | – | – | – |")
+	require.Contains(t, md, "| mm2go | 0 | 200.0 | 1.00 | 4.00 | 1.00 | 222.2 | 1.00 | – | – | – |")
 	require.Contains(t, md, "| catch-up ≥ 90 % of its own at 0 ms | 91 % | yes |")
 	require.Contains(t, md, "| catch-up ≥ 3 × the best MM2's | 181.82× | yes |")
 	require.Contains(t, md, "| p99 at the steady rate ≤ RTT + 50 ms | 170.0 ms | no |")

@@ -363,16 +363,29 @@ func wanRate(r runResult) float64 {
 	return float64(r.Bytes) / 1e6 / r.Wall.Seconds()
 }
 
+// wanAfterFirst is the rate of a whole WAN catch-up from its first record
+// on, in MB/s: the transfer without the start-up (connections, the flow's
+// round trips before its first Fetch, the first response's slow start),
+// which weighs more the shorter the backlog's copy.
+func wanAfterFirst(r runResult) float64 {
+	if !r.OK || r.First <= 0 || r.Wall <= r.First {
+		return math.NaN()
+	}
+	return float64(r.Bytes) / 1e6 / (r.Wall - r.First).Seconds()
+}
+
 // wanSection reports the WAN phase: per contender and RTT the catch-up rate
 // (median over rounds), its ratio to the contender's own at the first RTT
-// (0 ms added), its ratio to the best MM2's at the same RTT, and the
-// latency at the steady rate.
+// (0 ms added), its ratio to the best MM2's at the same RTT, the first
+// record and the rate after it (and its ratio to the contender's own at the
+// first RTT), and the latency at the steady rate.
 func (b *bench) wanSection() string {
 	type key struct {
 		base string
 		rtt  time.Duration
 	}
 	rates, p50, p99 := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
+	firsts, after := map[key][]float64{}, map[key][]float64{}
 	partial := map[key]bool{}
 	mm2 := map[string]bool{} // bases that are Apache MM2
 	var order []key
@@ -392,6 +405,10 @@ func (b *bench) wanSection() string {
 			if x := wanRate(r); !math.IsNaN(x) {
 				rates[k] = append(rates[k], x)
 				partial[k] = partial[k] || !r.OK
+			}
+			if x := wanAfterFirst(r); !math.IsNaN(x) {
+				firsts[k] = append(firsts[k], r.First.Seconds())
+				after[k] = append(after[k], x)
 			}
 		case "latency":
 			if r.OK {
@@ -419,8 +436,9 @@ func (b *bench) wanSection() string {
 	fmt.Fprintf(&s, "\nWAN phase: the replicator in a network namespace reaching the source over a delay line (TUN devices) that adds the round-trip time, "+
 		"the target at once; backlog catch-up (the whole backlog, or the rate reached in -wan-timeout %s, marked *), then %s from a linger.ms=0 producer:\n\n",
 		b.o.wanTimeout, loadName(b.o.latLoads[0]))
-	fmt.Fprintf(&s, "| contender | added RTT ms | catch-up MB/s | of its own at %d ms | × best MM2 at this RTT | p50 ms | p99 ms | p99 − RTT ms |\n", first.Milliseconds())
-	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&s, "| contender | added RTT ms | catch-up MB/s | of its own at %d ms | × best MM2 at this RTT | first record s | MB/s after it | of its own at %d ms | p50 ms | p99 ms | p99 − RTT ms |\n",
+		first.Milliseconds(), first.Milliseconds())
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, k := range order {
 		rate := median(rates[k])
 		own := median(rates[key{k.base, first}])
@@ -428,8 +446,10 @@ func (b *bench) wanSection() string {
 		if partial[k] {
 			mark = "*"
 		}
-		fmt.Fprintf(&s, "| %s | %d | %s%s | %s | %s | %s | %s | %s |\n", k.base, k.rtt.Milliseconds(), cell(rate, 1), mark,
-			cell(rate/own, 2), cell(rate/bestMM2(k.rtt), 2), cell(median(p50[k]), 1), cell(median(p99[k]), 1),
+		aft := median(after[k])
+		fmt.Fprintf(&s, "| %s | %d | %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.base, k.rtt.Milliseconds(), cell(rate, 1), mark,
+			cell(rate/own, 2), cell(rate/bestMM2(k.rtt), 2), cell(median(firsts[k]), 2), cell(aft, 1),
+			cell(aft/median(after[key{k.base, first}]), 2), cell(median(p50[k]), 1), cell(median(p99[k]), 1),
 			cell(median(p99[k])-ms(k.rtt), 1))
 	}
 	if len(b.o.wanRTTs) > 1 {
