@@ -614,6 +614,61 @@ func (b *bed) offsetSyncs() []string {
 	return syncs
 }
 
+// TestSyncTopicWhileFlowStarts: MM2's offset-syncs topic on the source is
+// created while the flow starts, not before it: with the source holding
+// its creation, the remote topic is created meanwhile, and nothing is
+// copied (the copy writes offset syncs) until the topic exists. Refused
+// (a create policy), it fails Run, naming the cluster and the topic.
+func TestSyncTopicWhileFlowStarts(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "t", 1, nil)
+	want := map[int32][]record{}
+	b.produceTo(want, "t", 1, 0, 10)
+	release := make(chan struct{})
+	var held atomic.Bool
+	b.src.ControlKey(int16(kmsg.CreateTopics), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.src.KeepControl()
+		for _, rt := range kr.(*kmsg.CreateTopicsRequest).Topics {
+			if rt.Topic == "mm2-offset-syncs.B.internal" {
+				held.Store(true)
+				b.src.SleepControl(func() { <-release })
+			}
+		}
+		return nil, nil, false
+	})
+	stop := b.run(b.flow("mm2go.copy.fencing = none"), nil)
+	waitFor(t, "the offset-syncs topic's creation held", held.Load)
+	waitFor(t, "the remote topic created meanwhile", func() bool {
+		td, err := b.dstAdm.ListTopics(context.Background(), "A.t")
+		return err == nil && td.Has("A.t") && td["A.t"].Err == nil
+	})
+	require.Zero(t, b.copied("A.t"), "copied before the offset-syncs topic exists")
+	close(release)
+	require.Equal(t, want, b.read("A.t", 10))
+	waitFor(t, "an offset sync", func() bool { return len(b.offsetSyncs()) > 0 })
+	require.NoError(t, stop())
+
+	// Refused: Run fails.
+	other := newBed(t)
+	other.createTopic(other.srcAdm, "t", 1, nil)
+	other.src.ControlKey(int16(kmsg.CreateTopics), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		other.src.KeepControl()
+		req := kr.(*kmsg.CreateTopicsRequest)
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic, st.ErrorCode = rt.Topic, kerr.PolicyViolation.Code
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	r, closeClients := other.replicator(other.flow("mm2go.copy.fencing = none"), nil, zaptest.NewLogger(t))
+	defer closeClients()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.ErrorContains(t, r.Run(ctx), "ensure offset-syncs topic on A: create topic mm2-offset-syncs.B.internal")
+}
+
 // TestOffsetMapAndSyncs checks what a copy records: one segment per run of
 // contiguous offsets, the position, and MM2's offset syncs on the source.
 func TestOffsetMapAndSyncs(t *testing.T) {
