@@ -41,8 +41,11 @@ func TestThrottleDebit(t *testing.T) {
 
 // TestThrottleHoldsTheRate: a backlog copied with a limit takes as long as
 // the limit says, in both copy modes: at least the backlog less the
-// bucket's second and one fetch, at most the whole backlog, at the rate,
-// within 15 %. Without the limit it takes a tenth of a second.
+// bucket's second and one fetch, at the rate, within 15 %; and the waits
+// for the limit add up to no more than the whole backlog at the rate,
+// within 15 %. Without the limit it takes a tenth of a second. (The copy's
+// own time is no upper bound: on a loaded machine, with the end-to-end
+// tests beside it, the copy took 5.45 s where it takes 3.8 s alone.)
 func TestThrottleHoldsTheRate(t *testing.T) {
 	b := newBed(t)
 	const fetch = 64 << 10 // bytes of one fetch, at most
@@ -60,8 +63,10 @@ func TestThrottleHoldsTheRate(t *testing.T) {
 	total := float64(records * size)
 	lo := time.Duration(0.85 * (total - rate - fetch) / rate * float64(time.Second))
 	hi := time.Duration(1.15 * total / rate * float64(time.Second))
-	require.True(t, took >= lo && took <= hi, "copied %.0f bytes in %s with a limit of %d/s, want %s to %s", total, took, rate, lo, hi)
-	require.Positive(t, sumOf(t, reg, "mm2go_replicator_throttled_seconds_total", nil))
+	require.GreaterOrEqual(t, took, lo, "copied %.0f bytes in %s with a limit of %d/s", total, took, rate)
+	waited := time.Duration(sumOf(t, reg, "mm2go_replicator_throttled_seconds_total", nil) * float64(time.Second))
+	require.Positive(t, waited)
+	require.LessOrEqual(t, waited, hi, "waited %s for a limit of %d/s on %.0f bytes", waited, rate, total)
 }
 
 // produceSized writes n records of size random (incompressible) bytes to
