@@ -274,6 +274,38 @@ func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 	require.EqualValues(t, 20, b.copied("A.starved"), "every record once")
 }
 
+// TestBatchesModeAnswerAfterMetadataReload: an answer is read with the topic
+// IDs of its request. The target's metadata was reloaded, for the partitions
+// being sent only, while A.held's request was out (A.other's leader refused
+// a batch); A.held's answer, by topic ID (Produce v13), then named a topic
+// the forwarder no longer knew: "no answer for A.held/0", and the batch
+// went again after a backoff (two requests, one error counted more).
+func TestBatchesModeAnswerAfterMetadataReload(t *testing.T) {
+	b := newBed(t)
+	b.createTopic(b.srcAdm, "held", 1, nil)
+	b.createTopic(b.srcAdm, "other", 1, nil)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	held, other := map[int32][]record{}, map[int32][]record{}
+	b.produceTo(held, "held", 1, 0, 10)
+	b.produceTo(other, "other", 1, 0, 10)
+	require.Equal(t, held, b.read("A.held", 10))
+	require.Equal(t, other, b.read("A.other", 10))
+
+	release := make(chan struct{})
+	sent := b.holdProduce("A.held", release, func(n int32) bool { return n == 1 })
+	b.produceTo(held, "held", 1, 10, 10)
+	waitFor(t, "A.held's request held", func() bool { return sent.Load() == 1 })
+	b.dst.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, TopicID: b.topicID(b.dstAdm, "A.other"), Err: kerr.NotLeaderForPartition, Count: 1})
+	b.produceTo(other, "other", 1, 10, 10)
+	require.Equal(t, other, b.read("A.other", 20), "A.other sent again after its refusal")
+	close(release)
+	require.Equal(t, held, b.read("A.held", 20))
+	require.NoError(t, stop())
+	require.EqualValues(t, 1, sent.Load(), "A.held's batch sent once")
+	require.EqualValues(t, 1, sumOf(t, reg, "mm2go_replicator_errors_total", nil), "the refusal the only error")
+}
+
 // holdProduce holds the target's Produce requests of the remote topic for
 // which hold, given how many there were so far (this one included), says
 // so, until release is closed; each is then written. It returns that

@@ -225,6 +225,7 @@ type sendKey struct {
 type produceResult struct {
 	to    sendKey
 	parts []*partition
+	req   *kmsg.ProduceRequest
 	resp  *kmsg.ProduceResponse
 	err   error
 }
@@ -489,7 +490,7 @@ func (fw *forwarder) sendProduce(ctx context.Context, st *sendState, to sendKey,
 	st.out[to] = ps
 	go func() {
 		resp, err := fw.sendLanes[to.lane].Broker(int(to.leader)).Request(ctx, req)
-		res := produceResult{to: to, parts: ps, err: err}
+		res := produceResult{to: to, parts: ps, req: req, err: err}
 		if err == nil {
 			res.resp = resp.(*kmsg.ProduceResponse)
 		}
@@ -572,9 +573,11 @@ func (fw *forwarder) produced(ctx context.Context, st *sendState, res produceRes
 	retry := res.err
 	var refused []*partition // answered with a retriable error
 	if retry == nil {
+		// Produce v13 answers by topic ID. The IDs are the request's:
+		// fw.dst may have been reloaded since, for other partitions only.
 		byID := map[[16]byte]string{}
-		for name, tm := range fw.dst {
-			byID[tm.id] = name
+		for _, rt := range res.req.Topics {
+			byID[rt.TopicID] = rt.Topic
 		}
 		answered := map[tp]kmsg.ProduceResponseTopicPartition{}
 		for _, rt := range res.resp.Topics {
