@@ -37,8 +37,12 @@ type fetchPool struct {
 }
 
 const (
-	// minBuffer is the smallest decompression buffer handed out.
-	minBuffer = 16 << 10
+	// minBuffer is the smallest decompression buffer handed out. A
+	// record holds its batch's buffer until acknowledged, so a backlog of
+	// one-record batches holds one buffer per record: with 16 KiB, the
+	// records mode's catch-up of 60,000 such batches over 1,500 partitions
+	// peaked at 953-1,114 MiB of RSS, 251-261 MiB with 512 B, as fast.
+	minBuffer = 512
 	// maxExp bounds the classes at 1<<maxExp (1 GiB, above any batch);
 	// larger requests are allocated and not pooled.
 	maxExp     = 30
