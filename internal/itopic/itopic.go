@@ -36,14 +36,15 @@ func ReaderOpts() []kgo.Opt {
 }
 
 // readerFetchMax bounds a reader's Fetch responses. Internal topics hold
-// small records (an offset, a sync, a checkpoint): MM2's consumer default of
-// 50 MiB across the 25 partitions of the progress topic is decoded into
-// hundreds of thousands of records at once, all read at start-up. With 1,500
-// partitions copied and their internal topics not compacted yet (a 13 MB
-// offset map, 16 MB of progress), a flow's start peaked at 311-338 MiB of
-// RSS, 223-240 MiB with 4 MiB, as fast (3.5-4.7 s to "flow started", five
-// and seven runs).
-const readerFetchMax = 4 << 20
+// small records in small batches (an offset, a sync, a checkpoint): MM2's
+// consumer default of 50 MiB across the 25 partitions of the progress topic
+// is decoded into hundreds of thousands of records at once, all read at
+// start-up. With 1,500 partitions copied and their internal topics not
+// compacted yet (a 13 MB offset map, 16 MB of progress in batches of about
+// five records), a flow's start peaked at 311-338 MiB of RSS; 223-259 MiB
+// with 4 MiB, 114-146 MiB with 1 MiB, as fast (3.5-6.8 s to "flow
+// started", the topics growing from run to run; three to seven runs each).
+const readerFetchMax = 1 << 20
 
 // Spec describes an internal topic to create.
 type Spec struct {

@@ -53,7 +53,7 @@ func TestEnsureCreated(t *testing.T) {
 	require.Equal(t, int32(2), n)
 }
 
-// TestReaderFetchesBounded: a reader's Fetch requests ask for at most 4 MiB,
+// TestReaderFetchesBounded: a reader's Fetch requests ask for at most 1 MiB,
 // although the consumer settings it is built on (given first, as the
 // daemon's clients are) ask for MM2's 50 MiB, and it still reads every
 // record, including a batch larger than the bound.
@@ -84,5 +84,5 @@ func TestReaderFetchesBounded(t *testing.T) {
 	require.NoError(t, itopic.ReadAll(ctx, reader, "internal", func(*kgo.Record) { n++ }))
 	require.Equal(t, 301, n)
 	require.Positive(t, most.Load())
-	require.LessOrEqual(t, most.Load(), int32(4<<20))
+	require.LessOrEqual(t, most.Load(), int32(1<<20))
 }
