@@ -233,15 +233,7 @@ func TestBatchesModeRefusedDoesNotHoldFencing(t *testing.T) {
 // the leader waited with it.
 func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 	b := newBed(t)
-	b.createTopic(b.srcAdm, "starved", 1, nil)
-	b.createTopic(b.srcAdm, "busy", 1, nil)
-	reg := prometheus.NewRegistry()
-	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
-	starved, busy := map[int32][]record{}, map[int32][]record{}
-	b.produceTo(starved, "starved", 1, 0, 10)
-	b.produceTo(busy, "busy", 1, 0, 10)
-	require.Equal(t, starved, b.read("A.starved", 10))
-	require.Equal(t, busy, b.read("A.busy", 10))
+	reg, stop, starved, busy := b.copyingTwo("starved", "busy")
 	id := b.topicID(b.dstAdm, "A.starved")
 	// The target leaves A.starved out of the Produce requests it handles
 	// (no answer for it: not written) and writes the rest.
@@ -282,15 +274,7 @@ func TestBatchesModeRefusedPartitionAlone(t *testing.T) {
 // went again after a backoff (two requests, one error counted more).
 func TestBatchesModeAnswerAfterMetadataReload(t *testing.T) {
 	b := newBed(t)
-	b.createTopic(b.srcAdm, "held", 1, nil)
-	b.createTopic(b.srcAdm, "other", 1, nil)
-	reg := prometheus.NewRegistry()
-	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
-	held, other := map[int32][]record{}, map[int32][]record{}
-	b.produceTo(held, "held", 1, 0, 10)
-	b.produceTo(other, "other", 1, 0, 10)
-	require.Equal(t, held, b.read("A.held", 10))
-	require.Equal(t, other, b.read("A.other", 10))
+	reg, stop, held, other := b.copyingTwo("held", "other")
 
 	release := make(chan struct{})
 	sent := b.holdProduce("A.held", release, func(n int32) bool { return n == 1 })
@@ -304,6 +288,23 @@ func TestBatchesModeAnswerAfterMetadataReload(t *testing.T) {
 	require.NoError(t, stop())
 	require.EqualValues(t, 1, sent.Load(), "A.held's batch sent once")
 	require.EqualValues(t, 1, sumOf(t, reg, "mm2go_replicator_errors_total", nil), "the refusal the only error")
+}
+
+// copyingTwo starts a batches-mode flow copying two new topics of one
+// partition each and waits until the first ten records of each are copied.
+// It returns the flow's registry, its stop and the records of each topic.
+func (b *bed) copyingTwo(x, y string) (*prometheus.Registry, func() error, map[int32][]record, map[int32][]record) {
+	b.t.Helper()
+	b.createTopic(b.srcAdm, x, 1, nil)
+	b.createTopic(b.srcAdm, y, 1, nil)
+	reg := prometheus.NewRegistry()
+	stop := b.run(b.flow("mm2go.copy.mode = batches"), reg)
+	wx, wy := map[int32][]record{}, map[int32][]record{}
+	b.produceTo(wx, x, 1, 0, 10)
+	b.produceTo(wy, y, 1, 0, 10)
+	require.Equal(b.t, wx, b.read("A."+x, 10))
+	require.Equal(b.t, wy, b.read("A."+y, 10))
+	return reg, stop, wx, wy
 }
 
 // holdProduce holds the target's Produce requests of the remote topic for
