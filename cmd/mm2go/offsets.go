@@ -110,8 +110,10 @@ func (ff *flowFlags) open(stderr io.Writer) (*offlineFlow, int) {
 // openOffline creates the short-lived clients of a flow that the operator
 // commands (and --stop-at-end) use, logging through log at error level.
 func openOffline(f *config.Flow, sel policy.TopicSelector, log *zap.Logger) (*offlineFlow, error) {
+	// A new slice: extra may be a caller's slice with room to spare, shared
+	// by clients created concurrently (verify's readers).
 	mk := func(r config.Role, extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append(append([]kgo.Opt{}, f.Client(r).Opts()...), append(extra, kgo.WithLogger(kgoLogger(log, zap.NewAtomicLevelAt(zap.ErrorLevel))))...)...)
+		return kgo.NewClient(slices.Concat(f.Client(r).Opts(), extra, []kgo.Opt{kgo.WithLogger(kgoLogger(log, zap.NewAtomicLevelAt(zap.ErrorLevel)))})...)
 	}
 	var closers []func()
 	closeAll := func() {
