@@ -23,7 +23,6 @@ type prom struct {
 	t    *testing.T
 	addr string
 	dir  string
-	cmd  *exec.Cmd
 	log  *syncBuffer
 }
 
@@ -34,39 +33,72 @@ type promTarget struct {
 }
 
 // startPrometheus starts Prometheus with the given targets and rule files;
-// it is stopped when the test ends.
+// it is stopped when the test ends. Its web port is one that was free a
+// moment before: when another process took it meanwhile (Prometheus then
+// exits with "address already in use"), it starts again on another, up to
+// three times.
 func startPrometheus(t *testing.T, targets []promTarget, rules ...string) *prom {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus is not installed (apt-get install prometheus; .ci/run installs it)")
 	}
-	p := &prom{t: t, addr: freePort(t), dir: t.TempDir(), log: &syncBuffer{}}
+	p := &prom{t: t, dir: t.TempDir()}
 	p.writeConfig(targets, rules...)
-	p.cmd = exec.Command(bin,
-		"--config.file="+filepath.Join(p.dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(p.dir, "data"),
-		"--web.listen-address="+p.addr,
-		"--web.enable-lifecycle",
-		"--log.level=warn")
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	require.NoError(t, p.cmd.Start())
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		_ = p.cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(p.log.String(), 4000))
+	for attempt := 1; ; attempt++ {
+		p.addr, p.log = freePort(t), &syncBuffer{}
+		cmd := exec.Command(bin,
+			"--config.file="+filepath.Join(p.dir, "prometheus.yml"),
+			"--storage.tsdb.path="+filepath.Join(p.dir, "data"),
+			"--web.listen-address="+p.addr,
+			"--web.enable-lifecycle",
+			"--log.level=warn")
+		cmd.Stdout, cmd.Stderr = p.log, p.log
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		stop := func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-exited
 		}
-	})
-	eventually(t, 30*time.Second, "prometheus ready", func() bool {
-		resp, err := http.Get("http://" + p.addr + "/-/ready")
-		if err != nil {
+		if p.ready(exited, 30*time.Second) {
+			t.Cleanup(func() {
+				stop()
+				if t.Failed() {
+					t.Logf("prometheus log:\n%s", tail(p.log.String(), 4000))
+				}
+			})
+			return p
+		}
+		stop()
+		if attempt == 3 || !strings.Contains(p.log.String(), "address already in use") {
+			t.Fatalf("prometheus not ready on %s within 30s; its log:\n%s", p.addr, tail(p.log.String(), 4000))
+		}
+		t.Logf("prometheus could not listen on %s (taken meanwhile); starting it on another port", p.addr)
+	}
+}
+
+// ready waits up to limit for Prometheus to answer ready; false when it
+// exited (exited closed) or did not answer in time.
+func (p *prom) ready(exited <-chan struct{}, limit time.Duration) bool {
+	// Each try bounded: a port taken by a process that accepts and never
+	// answers would hold http.Get forever.
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if resp, err := client.Get("http://" + p.addr + "/-/ready"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		select {
+		case <-exited:
 			return false
+		case <-time.After(100 * time.Millisecond):
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return p
+	}
+	return false
 }
 
 // writeConfig writes prometheus.yml: one job "mm2go", a second between
