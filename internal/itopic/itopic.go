@@ -43,7 +43,7 @@ func ReaderOpts() []kgo.Opt {
 // compacted yet (a 13 MB offset map, 16 MB of progress in batches of about
 // five records), a flow's start peaked at 311-338 MiB of RSS; 223-259 MiB
 // with 4 MiB, 114-146 MiB with 1 MiB, as fast (3.5-6.8 s to "flow
-// started", the topics growing from run to run; three to seven runs each).
+// started", the topics growing from run to run; three to eight runs each).
 const readerFetchMax = 1 << 20
 
 // Spec describes an internal topic to create.
