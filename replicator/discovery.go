@@ -381,20 +381,20 @@ func (r *Replicator) createRemoteTopics(ctx context.Context, topics []string, de
 	}
 	configs := r.sourceConfigs(ctx, topics)
 	for _, g := range creationGroups(topics, details, configs) {
-		sourceOf := make(map[string]string, len(g.topics))
 		remotes := make([]string, len(g.topics))
 		for i, t := range g.topics {
 			remotes[i] = remoteOf[t]
-			sourceOf[remotes[i]] = t
 		}
 		resps, err := r.o.TargetAdmin.CreateTopics(ctx, g.partitions, r.o.Flow.ReplicationFactor, configs[g.topics[0]], remotes...)
-		for _, rt := range remotes {
-			t := sourceOf[rt]
+		for i, t := range g.topics {
+			rt := remotes[i]
 			resp, answered := resps[rt]
 			topicErr := err
-			if topicErr == nil && !answered {
+			switch {
+			case err != nil:
+			case !answered:
 				topicErr = fmt.Errorf("no answer for %s", rt)
-			} else if topicErr == nil {
+			default:
 				topicErr = resp.Err
 			}
 			switch {
