@@ -108,9 +108,9 @@ func testInteropRemoteClusterUtils(t *testing.T, in *interop) {
 
 	// The topology: the target is shared with other tests, so the lists are
 	// compared with two of mm2go's taken around MM2's.
-	requireBetween(t, "heartbeatTopics", java.HeartbeatTopics, before.heartbeats, after.heartbeats)
-	requireBetween(t, "checkpointTopics", java.CheckpointTopics, before.checkpoints, after.checkpoints)
-	requireBetween(t, "upstreamClusters", java.UpstreamClusters, sortedKeys(before.hops), sortedKeys(after.hops))
+	requireBetween(t, "heartbeatTopics", e.id, java.HeartbeatTopics, before.heartbeats, after.heartbeats)
+	requireBetween(t, "checkpointTopics", e.id, java.CheckpointTopics, before.checkpoints, after.checkpoints)
+	requireBetween(t, "upstreamClusters", e.id, java.UpstreamClusters, sortedKeys(before.hops), sortedKeys(after.hops))
 	require.Contains(t, java.HeartbeatTopics, e.remote("heartbeats"))
 	require.Contains(t, java.CheckpointTopics, cpTopic)
 	require.Contains(t, java.UpstreamClusters, e.src)
